@@ -1,0 +1,156 @@
+// Command stackctl runs kafkamender's local stack of real servers (ZooKeeper, Kafka 3.9 in
+// ZooKeeper mode, Kafka 4.x in KRaft mode, NATS with JetStream). The Taskfile's stack:*
+// tasks call it; see internal/stack for what each command guarantees.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kafkamender/kafkamender/internal/stack"
+)
+
+const usage = `usage: stackctl <command> [args]
+
+commands:
+  prepare          resolve the Kafka jars (Maven) and build nats-server, start nothing
+  up               start every server that is not running; wait until all answer
+  down             stop every server of the stack and remove its data and logs
+  status           list the servers, their pids and whether they answer (exit 1 unless all do)
+  logs [-n N] [S]  print the last N lines (default 40) of each server's log, or of server S
+  stop S           stop server S gracefully (SIGTERM) and wait for it to exit
+  kill S           kill server S (SIGKILL) and wait for it to exit
+  start S          start server S and wait until it answers
+  restart S        stop, then start server S
+  verify-down      exit 1 if any server process of the stack is still running
+
+servers: ` + "%s\n"
+
+func main() {
+	flag.Usage = func() { fmt.Fprintf(os.Stderr, usage, strings.Join(stack.ServerNames(), ", ")) }
+	flag.Parse()
+	if flag.NArg() < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, flag.Arg(0), flag.Args()[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "stackctl:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cmd string, args []string) error {
+	wd, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	root, err := stack.FindRoot(wd)
+	if err != nil {
+		return err
+	}
+	st, err := stack.New(stack.Options{Root: root, Logf: func(f string, a ...any) {
+		fmt.Printf("%s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(f, a...))
+	}})
+	if err != nil {
+		return err
+	}
+	one := func() (string, error) {
+		if len(args) != 1 {
+			return "", fmt.Errorf("%s needs one server name (%s)", cmd, strings.Join(stack.ServerNames(), ", "))
+		}
+		return args[0], nil
+	}
+	switch cmd {
+	case "prepare":
+		return st.Prepare(ctx)
+	case "up":
+		return st.Up(ctx)
+	case "down":
+		return st.Down(ctx)
+	case "status":
+		return status(ctx, st)
+	case "logs":
+		return logs(st, args)
+	case "stop", "kill", "start", "restart":
+		name, err := one()
+		if err != nil {
+			return err
+		}
+		switch cmd {
+		case "stop":
+			return st.Stop(ctx, name)
+		case "kill":
+			return st.Kill(ctx, name)
+		case "start":
+			return st.Start(ctx, name)
+		default:
+			return st.Restart(ctx, name)
+		}
+	case "verify-down":
+		running, err := st.Running()
+		if err != nil {
+			return err
+		}
+		if len(running) > 0 {
+			return fmt.Errorf("still running: %v", running)
+		}
+		fmt.Println("no server of the stack is running")
+		return nil
+	default:
+		flag.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func status(ctx context.Context, st *stack.Stack) error {
+	sts, err := st.Status(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SERVER\tADDRESS\tPID\tSTATE")
+	bad := 0
+	for _, s := range sts {
+		state := "ready"
+		if s.Ready != nil {
+			state = s.Ready.Error()
+			bad++
+		}
+		pid := "-"
+		if s.PID != 0 {
+			pid = fmt.Sprint(s.PID)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", s.Name, s.Addr, pid, state)
+	}
+	w.Flush()
+	fmt.Printf("state, data and logs: %s\n", st.StateDir())
+	if bad > 0 {
+		return fmt.Errorf("%d of %d servers are not ready", bad, len(sts))
+	}
+	return nil
+}
+
+func logs(st *stack.Stack, args []string) error {
+	fs := flag.NewFlagSet("logs", flag.ContinueOnError)
+	n := fs.Int("n", 40, "lines per server")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	names := fs.Args()
+	if len(names) == 0 {
+		names = stack.ServerNames()
+	}
+	for _, name := range names {
+		fmt.Printf("==> %s <==\n%s\n\n", st.LogPath(name), stack.Tail(st.LogPath(name), *n))
+	}
+	return nil
+}

@@ -1,0 +1,142 @@
+package stack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// waitReady polls the server until it answers, its process dies, or the ready timeout
+// passes. The error carries the tail of the server's log.
+func (s *Stack) waitReady(ctx context.Context, srv server) error {
+	ctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
+	defer cancel()
+	var last error
+	for {
+		pid, err := s.pid(srv)
+		if err != nil {
+			return err
+		}
+		if pid == 0 {
+			return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", srv.name, s.LogPath(srv.name), Tail(s.LogPath(srv.name), 40))
+		}
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		last = s.check(cctx, srv)
+		ccancel()
+		if last == nil {
+			s.logf("%s is ready", srv.name)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not become ready within %s (last check: %v); last lines of %s:\n%s",
+				srv.name, s.readyTimeout, last, s.LogPath(srv.name), Tail(s.LogPath(srv.name), 40))
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// check asks the server whether it serves: ZooKeeper's ruok, NATS /healthz, and for a
+// broker, the cluster's metadata listing it.
+func (s *Stack) check(ctx context.Context, srv server) error {
+	switch srv.kind {
+	case kindZooKeeper:
+		return ZooKeeperOK(ctx, ZooKeeperAddr)
+	case kindNATS:
+		return natsHealthy(ctx)
+	default:
+		return BrokersListed(ctx, srv.cluster, srv.broker.ID)
+	}
+}
+
+// ZooKeeperOK sends the four-letter word ruok and expects imok.
+func ZooKeeperOK(ctx context.Context, addr string) error {
+	out, err := FourLetterWord(ctx, addr, "ruok")
+	if err != nil {
+		return err
+	}
+	if out != "imok" {
+		return fmt.Errorf("zookeeper %s answered ruok with %q", addr, out)
+	}
+	return nil
+}
+
+// FourLetterWord sends a ZooKeeper four-letter command and returns the whole answer.
+func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	if _, err := conn.Write([]byte(cmd)); err != nil {
+		return "", err
+	}
+	out, err := io.ReadAll(conn)
+	if err != nil {
+		return "", fmt.Errorf("zookeeper %s %s: %w", addr, cmd, err)
+	}
+	return string(out), nil
+}
+
+func natsHealthy(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, NATSMonitorURL+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("nats /healthz: %s: %s", resp.Status, body)
+	}
+	return nil
+}
+
+// BrokersListed asks the cluster for its metadata and checks that it lists the given
+// brokers (all of the cluster's brokers when none are given) and names a controller.
+func BrokersListed(ctx context.Context, c Cluster, ids ...int32) error {
+	if len(ids) == 0 {
+		for _, b := range c.Brokers {
+			ids = append(ids, b.ID)
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.DialTimeout(2*time.Second),
+		kgo.RetryTimeout(3*time.Second), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	md, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return fmt.Errorf("%s metadata: %w", c.Name, err)
+	}
+	have := md.Brokers.NodeIDs()
+	var missing []int32
+	for _, id := range ids {
+		if !slices.Contains(have, id) {
+			missing = append(missing, id)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s metadata lists brokers %v, not yet %v", c.Name, have, missing)
+	}
+	if md.Controller < 0 {
+		return errors.New(c.Name + " has no controller yet")
+	}
+	return nil
+}

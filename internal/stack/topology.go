@@ -1,0 +1,129 @@
+// Package stack runs kafkamender's local stack of real servers on loopback: ZooKeeper, a
+// Kafka 3.9 cluster in ZooKeeper mode ("local"), a Kafka 4.x cluster in KRaft mode ("kraft")
+// and nats-server with JetStream. The tests, the demo and newcomers all use it.
+//
+// Kafka and ZooKeeper run from jars that Maven resolves from Maven Central into the
+// git-ignored .cache folder (once; later runs reuse them); nats-server is built from the Go
+// module pinned in go.mod. Every server runs as its own process, detached from the process
+// that started it, with its configuration, data and log under one git-ignored state folder
+// (.state/stack/<server>/). A server is recognised as ours by its command line naming its
+// configuration file inside that folder, so the stack needs no pid files, finds servers
+// started by an earlier process, and never touches a process it did not start.
+//
+// Up is idempotent: servers already running are left alone, the others are started, and it
+// returns only when every server answers (ZooKeeper says imok, each Kafka cluster's metadata
+// lists all its brokers, NATS /healthz is ok). Down stops everything Up started and removes
+// the state folder. Stop, Kill, Pause and Start act on one server, for fault tests.
+package stack
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Fixed addresses of the local stack. They are part of kafkamender's public interface
+// (DESIGN.md, "Local stack"): operators' scripts and the nats CLI use them as written.
+const (
+	ZooKeeperAddr  = "127.0.0.1:2181"
+	KafkaChroot    = "/kafka"
+	NATSURL        = "nats://127.0.0.1:4222"
+	NATSMonitorURL = "http://127.0.0.1:8222"
+
+	// KRaftClusterID is the cluster id the KRaft nodes are formatted with (base64 of
+	// "kafkamenderkraft", 16 bytes, as Kafka requires).
+	KRaftClusterID = "a2Fma2FtZW5kZXJrcmFmdA"
+
+	Kafka39Version = "3.9.1"
+	Kafka4Version  = "4.1.1"
+)
+
+// Mode is how a Kafka cluster keeps its metadata.
+type Mode string
+
+const (
+	ModeZooKeeper Mode = "zookeeper"
+	ModeKRaft     Mode = "kraft"
+)
+
+// Broker is one Kafka broker (or, in KRaft mode, one combined broker+controller node).
+type Broker struct {
+	ID             int32
+	Addr           string // PLAINTEXT listener, what clients bootstrap from
+	ControllerAddr string // KRaft controller listener; empty in ZooKeeper mode
+	Rack           string
+	LogDirs        int // number of log directories (disks)
+}
+
+// Cluster is one Kafka cluster of the stack.
+type Cluster struct {
+	Name    string
+	Mode    Mode
+	Version string
+	Brokers []Broker
+}
+
+// Bootstrap returns every broker address of the cluster.
+func (c Cluster) Bootstrap() []string {
+	out := make([]string, len(c.Brokers))
+	for i, b := range c.Brokers {
+		out[i] = b.Addr
+	}
+	return out
+}
+
+// ZooKeeperConnect returns the cluster's ZooKeeper connect string with chroot, or "" for
+// a KRaft cluster.
+func (c Cluster) ZooKeeperConnect() string {
+	if c.Mode != ModeZooKeeper {
+		return ""
+	}
+	return ZooKeeperAddr + KafkaChroot
+}
+
+// ServerName is the name of a broker's server in the stack ("local-1", "kraft-3").
+func (c Cluster) ServerName(id int32) string { return fmt.Sprintf("%s-%d", c.Name, id) }
+
+// Broker returns the broker with the given id.
+func (c Cluster) Broker(id int32) (Broker, bool) {
+	for _, b := range c.Brokers {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Broker{}, false
+}
+
+// Clusters returns the Kafka clusters of the local stack, as DESIGN.md's table describes.
+func Clusters() []Cluster {
+	return []Cluster{
+		{
+			Name: "local", Mode: ModeZooKeeper, Version: Kafka39Version,
+			Brokers: []Broker{
+				{ID: 1, Addr: "127.0.0.1:19092", Rack: "r1", LogDirs: 2},
+				{ID: 2, Addr: "127.0.0.1:29092", Rack: "r1", LogDirs: 1},
+				{ID: 3, Addr: "127.0.0.1:39092", Rack: "r2", LogDirs: 1},
+				{ID: 4, Addr: "127.0.0.1:49092", Rack: "r2", LogDirs: 1},
+			},
+		},
+		{
+			Name: "kraft", Mode: ModeKRaft, Version: Kafka4Version,
+			Brokers: []Broker{
+				{ID: 1, Addr: "127.0.0.1:19192", ControllerAddr: "127.0.0.1:19193", LogDirs: 1},
+				{ID: 2, Addr: "127.0.0.1:29192", ControllerAddr: "127.0.0.1:29193", LogDirs: 1},
+				{ID: 3, Addr: "127.0.0.1:39192", ControllerAddr: "127.0.0.1:39193", LogDirs: 1},
+			},
+		},
+	}
+}
+
+// ClusterByName returns the named cluster of the local stack.
+func ClusterByName(name string) (Cluster, error) {
+	var names []string
+	for _, c := range Clusters() {
+		if c.Name == name {
+			return c, nil
+		}
+		names = append(names, c.Name)
+	}
+	return Cluster{}, fmt.Errorf("no cluster %q in the local stack (have %s)", name, strings.Join(names, ", "))
+}

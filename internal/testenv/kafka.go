@@ -1,0 +1,97 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreateTopic creates topic with an explicit replica assignment (assignment[p] is the
+// ordered replica list of partition p), waits until every partition has a leader in the
+// metadata, and deletes the topic when the test ends.
+func CreateTopic(t testing.TB, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = 30000
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic = topic
+	rt.NumPartitions = -1
+	rt.ReplicationFactor = -1
+	for p, replicas := range assignment {
+		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		ra.Partition = int32(p)
+		ra.Replicas = replicas
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
+	}
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name = k
+		c.Value = kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	for _, r := range resp.Topics {
+		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+			msg := ""
+			if r.ErrorMessage != nil {
+				msg = ": " + *r.ErrorMessage
+			}
+			t.Fatalf("create topic %s: %v%s", topic, err, msg)
+		}
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := kadm.NewClient(cl).DeleteTopic(ctx, topic); err != nil {
+			t.Logf("delete topic %s: %v", topic, err)
+		}
+	})
+	adm := kadm.NewClient(cl)
+	Eventually(t, 60*time.Second, func() error {
+		md, err := adm.Metadata(t.Context(), topic)
+		if err != nil {
+			return err
+		}
+		td, ok := md.Topics[topic]
+		if !ok || td.Err != nil {
+			return fmt.Errorf("topic %s not in metadata yet (%v)", topic, td.Err)
+		}
+		if len(td.Partitions) != len(assignment) {
+			return fmt.Errorf("topic %s has %d of %d partitions", topic, len(td.Partitions), len(assignment))
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return fmt.Errorf("%s-%d has no leader yet (%v)", topic, p.Partition, p.Err)
+			}
+		}
+		return nil
+	})
+}
+
+// Assignment reads the ordered replica lists of topic's partitions from metadata.
+func Assignment(t testing.TB, adm *kadm.Client, topic string) [][]int32 {
+	t.Helper()
+	md, err := adm.Metadata(t.Context(), topic)
+	if err != nil {
+		t.Fatalf("metadata %s: %v", topic, err)
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil {
+		t.Fatalf("metadata %s: %v", topic, td.Err)
+	}
+	out := make([][]int32, len(td.Partitions))
+	for _, p := range td.Partitions.Sorted() {
+		out[p.Partition] = p.Replicas
+	}
+	return out
+}

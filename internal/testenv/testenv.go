@@ -1,0 +1,345 @@
+// Package testenv gives integration tests the local stack of real servers (internal/stack):
+// it finds the running stack, or starts it once when it is not running, and hands out
+// clients that close themselves when the test ends.
+//
+// Tests share one stack, across packages and `go test` processes, so:
+//   - every test names its own topics, streams and znodes (Name), and leaves the
+//     cluster-wide state (brokers, configs, controller) as it found it;
+//   - a test that stops, kills or pauses a server, or restarts NATS, takes the stack
+//     exclusively (GetExclusive): it waits until no other test uses the stack, and no
+//     other test starts until it is done. Other tests take it shared (Get). The lock is a
+//     pair of flock(2) files with writer preference, so it works across processes.
+//
+// Under `go test -short` (the Taskfile's test:unit) integration tests are skipped; the
+// normal run (`go tool task test`) runs them.
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/nats-io/nats.go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamender/kafkamender/internal/stack"
+)
+
+// Env is the running local stack as a test sees it.
+type Env struct {
+	Stack     *stack.Stack
+	exclusive bool
+}
+
+var (
+	upOnce sync.Once
+	upSt   *stack.Stack
+	upErr  error
+)
+
+// Root returns the repository root.
+func Root() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate testenv source")
+	}
+	return stack.FindRoot(filepath.Dir(file))
+}
+
+func startStack(t testing.TB) *stack.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs the local stack (skipped under -short)")
+	}
+	upOnce.Do(func() {
+		root, err := Root()
+		if err != nil {
+			upErr = err
+			return
+		}
+		st, err := stack.New(stack.Options{Root: root, Logf: func(f string, a ...any) {
+			fmt.Fprintf(os.Stderr, "testenv: "+f+"\n", a...)
+		}})
+		if err != nil {
+			upErr = err
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		upErr = st.Up(ctx)
+		upSt = st
+	})
+	if upErr != nil {
+		t.Fatalf("local stack: %v", upErr)
+	}
+	return upSt
+}
+
+// Get returns the stack for a test that uses it without disturbing servers.
+func Get(t testing.TB) *Env {
+	t.Helper()
+	st := startStack(t)
+	release := acquire(t, st, false)
+	t.Cleanup(release)
+	return &Env{Stack: st}
+}
+
+// GetExclusive returns the stack for a test that stops, kills or pauses servers. When the
+// test ends every server is started again and answers before other tests go on.
+func GetExclusive(t testing.TB) *Env {
+	t.Helper()
+	st := startStack(t)
+	release := acquire(t, st, true)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		for _, name := range stack.ServerNames() {
+			_ = st.Resume(name) // a paused server would never answer
+		}
+		if err := st.Up(ctx); err != nil {
+			t.Errorf("restore the stack after a fault test: %v", err)
+		}
+		release()
+	})
+	return &Env{Stack: st, exclusive: true}
+}
+
+// acquire takes the shared or exclusive stack lock. A writer first holds the turnstile,
+// which new readers must pass, so a fault test is not starved by a stream of readers.
+func acquire(t testing.TB, st *stack.Stack, exclusive bool) (release func()) {
+	t.Helper()
+	dir := filepath.Dir(st.StateDir())
+	open := func(name string) *os.File {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			t.Fatalf("stack lock: %v", err)
+		}
+		return f
+	}
+	turnstile, main := open("tests.turnstile"), open("tests.lock")
+	flock := func(f *os.File, how int) {
+		for {
+			err := syscall.Flock(int(f.Fd()), how)
+			if err == syscall.EINTR {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("stack lock %s: %v", f.Name(), err)
+			}
+			return
+		}
+	}
+	if exclusive {
+		flock(turnstile, syscall.LOCK_EX)
+		flock(main, syscall.LOCK_EX)
+		return func() {
+			_ = syscall.Flock(int(main.Fd()), syscall.LOCK_UN)
+			_ = syscall.Flock(int(turnstile.Fd()), syscall.LOCK_UN)
+			main.Close()
+			turnstile.Close()
+		}
+	}
+	flock(turnstile, syscall.LOCK_SH)
+	flock(main, syscall.LOCK_SH)
+	_ = syscall.Flock(int(turnstile.Fd()), syscall.LOCK_UN)
+	turnstile.Close()
+	return func() {
+		_ = syscall.Flock(int(main.Fd()), syscall.LOCK_UN)
+		main.Close()
+	}
+}
+
+// Cluster returns the named Kafka cluster of the stack ("local" or "kraft").
+func (e *Env) Cluster(t testing.TB, name string) stack.Cluster {
+	t.Helper()
+	c, err := stack.ClusterByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Kafka returns a franz-go client for the named cluster, closed when the test ends.
+func (e *Env) Kafka(t testing.TB, cluster string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	c := e.Cluster(t, cluster)
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(c.Bootstrap()...),
+		kgo.DialTimeout(3 * time.Second),
+		kgo.MetadataMinAge(200 * time.Millisecond),
+	}, opts...)...)
+	if err != nil {
+		t.Fatalf("kafka client for %s: %v", cluster, err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Admin returns a kadm client for the named cluster, closed when the test ends.
+func (e *Env) Admin(t testing.TB, cluster string) *kadm.Client {
+	t.Helper()
+	return kadm.NewClient(e.Kafka(t, cluster))
+}
+
+// ZooKeeper connects to the stack's ZooKeeper (no chroot: paths of the "local" cluster
+// start with stack.KafkaChroot). The connection closes when the test ends.
+func (e *Env) ZooKeeper(t testing.TB) *zk.Conn {
+	t.Helper()
+	return ConnectZK(t, stack.ZooKeeperAddr, 10*time.Second)
+}
+
+// ConnectZK connects to ZooKeeper at addr and waits for the session; closed at test end.
+func ConnectZK(t testing.TB, addr string, sessionTimeout time.Duration) *zk.Conn {
+	t.Helper()
+	conn, events, err := zk.Connect([]string{addr}, sessionTimeout, zk.WithLogInfo(false),
+		zk.WithLogger(zkTestLogger{t}))
+	if err != nil {
+		t.Fatalf("zookeeper %s: %v", addr, err)
+	}
+	t.Cleanup(conn.Close)
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if ev.State == zk.StateHasSession {
+				go func() {
+					for range events {
+					}
+				}()
+				return conn
+			}
+		case <-deadline:
+			t.Fatalf("zookeeper %s: no session after 30s (state %v)", addr, conn.State())
+		}
+	}
+}
+
+type zkTestLogger struct{ t testing.TB }
+
+func (l zkTestLogger) Printf(f string, a ...any) { l.t.Logf("zk: "+f, a...) }
+
+// NATS connects to the stack's nats-server; drained when the test ends.
+func (e *Env) NATS(t testing.TB, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(stack.NATSURL, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatalf("nats: %v", err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func (e *Env) mustBeExclusive(t testing.TB) {
+	t.Helper()
+	if !e.exclusive {
+		t.Fatal("fault helpers disturb other tests: get the stack with testenv.GetExclusive")
+	}
+}
+
+// StopBroker stops a broker gracefully and waits until the cluster's metadata no longer
+// lists it.
+func (e *Env) StopBroker(t testing.TB, cluster string, id int32) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	c := e.Cluster(t, cluster)
+	if err := e.Stack.Stop(t.Context(), c.ServerName(id)); err != nil {
+		t.Fatalf("stop %s: %v", c.ServerName(id), err)
+	}
+	e.waitUnlisted(t, c, id)
+}
+
+// KillBroker kills a broker (SIGKILL, no controlled shutdown) and waits until the cluster's
+// metadata no longer lists it (in ZooKeeper mode, once its session expires).
+func (e *Env) KillBroker(t testing.TB, cluster string, id int32) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	c := e.Cluster(t, cluster)
+	if err := e.Stack.Kill(t.Context(), c.ServerName(id)); err != nil {
+		t.Fatalf("kill %s: %v", c.ServerName(id), err)
+	}
+	e.waitUnlisted(t, c, id)
+}
+
+func (e *Env) waitUnlisted(t testing.TB, c stack.Cluster, id int32) {
+	t.Helper()
+	adm := e.Admin(t, c.Name)
+	Eventually(t, 90*time.Second, func() error {
+		md, err := adm.BrokerMetadata(t.Context())
+		if err != nil {
+			return err
+		}
+		for _, b := range md.Brokers {
+			if b.NodeID == id {
+				return fmt.Errorf("metadata of %s still lists broker %d", c.Name, id)
+			}
+		}
+		return nil
+	})
+}
+
+// StartBroker starts a stopped broker and waits until the cluster's metadata lists it.
+func (e *Env) StartBroker(t testing.TB, cluster string, id int32) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	c := e.Cluster(t, cluster)
+	if err := e.Stack.Start(t.Context(), c.ServerName(id)); err != nil {
+		t.Fatalf("start %s: %v", c.ServerName(id), err)
+	}
+}
+
+// RestartNATS stops nats-server gracefully and starts it again (JetStream data is kept).
+func (e *Env) RestartNATS(t testing.TB) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	if err := e.Stack.Restart(t.Context(), "nats"); err != nil {
+		t.Fatalf("restart nats: %v", err)
+	}
+}
+
+var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
+
+// Name returns a name unique to this test and run, usable as a Kafka topic, a NATS stream
+// or subject token and a znode: prefix, the test's name and a random suffix.
+func Name(t testing.TB, prefix string) string {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	n := strings.Trim(unsafeName.ReplaceAllString(t.Name(), "-"), "-")
+	if len(n) > 60 {
+		n = n[len(n)-60:]
+	}
+	return fmt.Sprintf("%s-%s-%s", prefix, n, hex.EncodeToString(b[:]))
+}
+
+// Eventually calls check until it returns nil or timeout passes, then fails the test with
+// the last error. Use it instead of sleeping.
+func Eventually(t testing.TB, timeout time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not true after %s: %v", timeout, err)
+		}
+		select {
+		case <-t.Context().Done():
+			t.Fatalf("test ended while waiting: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
