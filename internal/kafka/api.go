@@ -1,0 +1,164 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// APIBackend changes a cluster through the admin API (Kafka 2.4+, ZooKeeper mode or KRaft).
+type APIBackend struct {
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// NewAPIBackend returns the api strategy on a client of the cluster.
+func NewAPIBackend(cl *kgo.Client) *APIBackend {
+	return &APIBackend{cl: cl, adm: kadm.NewClient(cl)}
+}
+
+func (b *APIBackend) Strategy() Strategy       { return StrategyAPI }
+func (b *APIBackend) ControllerFailover() bool { return false }
+
+// Reorder sends one AlterPartitionReassignments request with the same replica sets in the
+// new orders. On both controllers a pure reorder completes at once and moves no data; the
+// leader stays where it is until an election. It returns once metadata shows every order.
+func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	snap, err := ReadSnapshot(ctx, b.cl, topicsOf(orders)...)
+	if err != nil {
+		return err
+	}
+	var busy []string
+	req := kadm.AlterPartitionAssignmentsReq{}
+	for _, tp := range sortedKeys(orders) {
+		p, ok := snap.Partition(tp)
+		if !ok {
+			return fmt.Errorf("reorder %s: %w", tp, kerr.UnknownTopicOrPartition)
+		}
+		if err := checkPermutation(tp, p.Replicas, orders[tp]); err != nil {
+			return err
+		}
+		if p.Reassigning() {
+			busy = append(busy, fmt.Sprintf("%s (adding %v, removing %v)", tp, p.Adding, p.Removing))
+		}
+		req.Assign(tp.Topic, tp.Partition, orders[tp])
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("reorder: %w: %s", ErrReassignmentInProgress, strings.Join(busy, ", "))
+	}
+	resp, err := b.adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return fmt.Errorf("alter partition reassignments: %w", err)
+	}
+	var errs []error
+	resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
+		if r.Err == nil {
+			return
+		}
+		e := fmt.Errorf("reorder %s-%d: %w", r.Topic, r.Partition, errWithMessage(r.Err, &r.ErrMessage))
+		if errors.Is(r.Err, kerr.ReassignmentInProgress) {
+			e = fmt.Errorf("reorder %s-%d: %w: %w", r.Topic, r.Partition, ErrReassignmentInProgress, r.Err)
+		}
+		errs = append(errs, e)
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return WaitForOrders(ctx, b.cl, orders)
+}
+
+// WaitForOrders polls metadata until every partition lists its replicas in the given order
+// and no reassignment of them is in progress, or ctx ends.
+func WaitForOrders(ctx context.Context, cl *kgo.Client, orders map[TopicPartition][]int32) error {
+	var pending []string
+	for {
+		snap, err := ReadSnapshot(ctx, cl, topicsOf(orders)...)
+		if err == nil {
+			pending = pending[:0]
+			for _, tp := range sortedKeys(orders) {
+				p, ok := snap.Partition(tp)
+				if !ok || !slices.Equal(p.Replicas, orders[tp]) || p.Reassigning() {
+					pending = append(pending, fmt.Sprintf("%s has %v, want %v", tp, p.Replicas, orders[tp]))
+				}
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("wait for new replica orders: %w (last read: %v)", ctx.Err(), err)
+			}
+			return fmt.Errorf("wait for new replica orders: %w: %s", ctx.Err(), strings.Join(pending, "; "))
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ElectPreferred sends one ElectLeaders(PREFERRED) request for all partitions.
+func (b *APIBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (map[TopicPartition]error, error) {
+	return electViaAPI(ctx, b.adm, tps)
+}
+
+func electViaAPI(ctx context.Context, adm *kadm.Client, tps []TopicPartition) (map[TopicPartition]error, error) {
+	if len(tps) == 0 {
+		return nil, ErrEmptyElection
+	}
+	set := kadm.TopicsSet{}
+	for _, tp := range tps {
+		set.Add(tp.Topic, tp.Partition)
+	}
+	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+	if err != nil {
+		return nil, fmt.Errorf("elect preferred leaders: %w", err)
+	}
+	out := make(map[TopicPartition]error, len(tps))
+	for _, tp := range tps {
+		r, ok := res[tp.Topic][tp.Partition]
+		switch {
+		case !ok:
+			out[tp] = fmt.Errorf("elect %s: no result in the response", tp)
+		case r.Err == nil, errors.Is(r.Err, kerr.ElectionNotNeeded):
+			out[tp] = nil
+		case errors.Is(r.Err, kerr.PreferredLeaderNotAvailable):
+			out[tp] = fmt.Errorf("elect %s: %w", tp, ErrPreferredNotAvailable)
+		default:
+			out[tp] = fmt.Errorf("elect %s: %w", tp, errWithMessage(r.Err, &r.ErrMessage))
+		}
+	}
+	return out, nil
+}
+
+func topicsOf[V any](m map[TopicPartition]V) []string {
+	seen := map[string]bool{}
+	var out []string
+	for tp := range m {
+		if !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			out = append(out, tp.Topic)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func sortedKeys[V any](m map[TopicPartition]V) []TopicPartition {
+	out := make([]TopicPartition, 0, len(m))
+	for tp := range m {
+		out = append(out, tp)
+	}
+	SortTopicPartitions(out)
+	return out
+}

@@ -1,0 +1,20 @@
+// Package kafka reads a Kafka cluster's placement state and applies placement changes to it
+// through one of three backends ("strategies", DESIGN.md "Cluster backends"):
+//
+//   - api: AlterPartitionReassignments with the same replica set in a new order (KIP-455,
+//     Kafka 2.4+, ZooKeeper mode or KRaft), then ElectLeaders(PREFERRED).
+//   - zk-reassign: /admin/reassign_partitions, then /admin/preferred_replica_election, for
+//     ZooKeeper clusters older than 2.4. One reassignment znode may exist at a time: the
+//     backend waits for a foreign one to go and for its own to be consumed.
+//   - zk-nudge: the seeds' second method made safe: a version-checked rewrite of
+//     /brokers/topics/<t> that keeps every field (topic_id, adding_replicas, unknown ones),
+//     refused when a KRaft controller owns the cluster, then a controller failover by
+//     deleting /controller, then a preferred election. Only reorders: never a change of the
+//     replica set (KAFKA.md explains why).
+//
+// Every ZooKeeper write is fenced: it runs in a Multi whose first operation checks the
+// caller's lock node, so a worker that lost its lock (session expired) cannot write.
+//
+// A preferred election is never sent with an empty partition list: Kafka reads an empty
+// list as "every partition of the cluster". Callers get ErrEmptyElection instead.
+package kafka

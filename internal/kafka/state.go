@@ -1,0 +1,208 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+}
+
+func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+
+// SortTopicPartitions sorts by topic, then partition.
+func SortTopicPartitions(tps []TopicPartition) {
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+}
+
+// Partition is what the cluster says of one partition.
+type Partition struct {
+	TopicPartition
+	Replicas    []int32 // assigned replicas, in order: the head is the preferred leader
+	ISR         []int32
+	Offline     []int32
+	Leader      int32 // -1 when none
+	LeaderEpoch int32
+	// Adding and Removing are set while a reassignment of the partition is in progress.
+	Adding, Removing []int32
+}
+
+// Reassigning reports whether a reassignment of the partition is in progress.
+func (p Partition) Reassigning() bool { return len(p.Adding) > 0 || len(p.Removing) > 0 }
+
+// InSync reports whether broker b is in the partition's ISR.
+func (p Partition) InSync(b int32) bool { return slices.Contains(p.ISR, b) }
+
+// Broker is a live broker.
+type Broker struct {
+	ID   int32
+	Rack string
+}
+
+// Snapshot is the placement state of some topics of a cluster at one moment.
+type Snapshot struct {
+	Controller int32
+	Brokers    map[int32]Broker
+	// Topics maps each described topic to its partitions, indexed by partition number.
+	Topics map[string][]Partition
+	// Missing lists requested topics the cluster does not have, with the reason.
+	Missing map[string]error
+}
+
+// Partition returns the partition, if the snapshot has it.
+func (s *Snapshot) Partition(tp TopicPartition) (Partition, bool) {
+	ps, ok := s.Topics[tp.Topic]
+	if !ok || tp.Partition < 0 || int(tp.Partition) >= len(ps) {
+		return Partition{}, false
+	}
+	return ps[tp.Partition], true
+}
+
+// ReadSnapshot reads brokers, the given topics' partitions and, when the cluster supports
+// it (Kafka 2.4+), their ongoing reassignments.
+func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snapshot, error) {
+	if len(topics) == 0 {
+		return nil, fmt.Errorf("read snapshot: no topics named")
+	}
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	s := &Snapshot{Controller: md.Controller, Brokers: map[int32]Broker{}, Topics: map[string][]Partition{}, Missing: map[string]error{}}
+	for _, b := range md.Brokers {
+		rack := ""
+		if b.Rack != nil {
+			rack = *b.Rack
+		}
+		s.Brokers[b.NodeID] = Broker{ID: b.NodeID, Rack: rack}
+	}
+	for _, name := range topics {
+		td, ok := md.Topics[name]
+		if !ok {
+			s.Missing[name] = kerr.UnknownTopicOrPartition
+			continue
+		}
+		if td.Err != nil {
+			s.Missing[name] = td.Err
+			continue
+		}
+		ps := make([]Partition, len(td.Partitions))
+		for _, pd := range td.Partitions {
+			if pd.Partition < 0 || int(pd.Partition) >= len(ps) {
+				return nil, fmt.Errorf("metadata of %s: partition %d of %d", name, pd.Partition, len(ps))
+			}
+			if pd.Err != nil && pd.Err != kerr.LeaderNotAvailable && pd.Err != kerr.ReplicaNotAvailable {
+				return nil, fmt.Errorf("metadata of %s-%d: %w", name, pd.Partition, pd.Err)
+			}
+			ps[pd.Partition] = Partition{
+				TopicPartition: TopicPartition{name, pd.Partition},
+				Replicas:       slices.Clone(pd.Replicas), ISR: slices.Clone(pd.ISR), Offline: slices.Clone(pd.OfflineReplicas),
+				Leader: pd.Leader, LeaderEpoch: pd.LeaderEpoch,
+			}
+		}
+		s.Topics[name] = ps
+	}
+	if len(s.Topics) == 0 {
+		return s, nil
+	}
+	ongoing, err := ListReassignments(ctx, cl, topicNames(s.Topics))
+	if err == errReassignmentsUnsupported {
+		return s, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	for tp, r := range ongoing {
+		if ps, ok := s.Topics[tp.Topic]; ok && int(tp.Partition) < len(ps) {
+			ps[tp.Partition].Adding = r.Adding
+			ps[tp.Partition].Removing = r.Removing
+		}
+	}
+	return s, nil
+}
+
+func topicNames(m map[string][]Partition) []string {
+	out := make([]string, 0, len(m))
+	for t := range m {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Reassignment is an ongoing reassignment of one partition.
+type Reassignment struct {
+	Replicas, Adding, Removing []int32
+}
+
+var errReassignmentsUnsupported = fmt.Errorf("ListPartitionReassignments is not supported (Kafka < 2.4)")
+
+// ListReassignments lists ongoing reassignments of the named topics, or of the whole
+// cluster when topics is nil (kadm sends no request for an empty set, so this builds the
+// request itself).
+func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (map[TopicPartition]Reassignment, error) {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = 30000
+	if topics != nil {
+		// Partitions must be listed; ask metadata for them.
+		md, err := kadm.NewClient(cl).Metadata(ctx, topics...)
+		if err != nil {
+			return nil, fmt.Errorf("metadata: %w", err)
+		}
+		for _, t := range topics {
+			td, ok := md.Topics[t]
+			if !ok || td.Err != nil {
+				continue
+			}
+			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+			rt.Topic = t
+			for p := range td.Partitions {
+				rt.Partitions = append(rt.Partitions, p)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		if len(req.Topics) == 0 {
+			return map[TopicPartition]Reassignment{}, nil
+		}
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		if err == kerr.UnsupportedVersion || isUnsupported(err) {
+			return nil, errReassignmentsUnsupported
+		}
+		return nil, fmt.Errorf("list partition reassignments: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, fmt.Errorf("list partition reassignments: %w", errWithMessage(err, resp.ErrorMessage))
+	}
+	out := map[TopicPartition]Reassignment{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			out[TopicPartition{t.Topic, p.Partition}] = Reassignment{Replicas: p.Replicas, Adding: p.AddingReplicas, Removing: p.RemovingReplicas}
+		}
+	}
+	return out, nil
+}
+
+func errWithMessage(err error, msg *string) error {
+	if msg == nil || *msg == "" {
+		return err
+	}
+	return fmt.Errorf("%w: %s", err, *msg)
+}

@@ -1,0 +1,504 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// FencedWriter runs a ZooKeeper transaction that fails unless the caller still holds its
+// lock (locks.Held.Multi puts a check of the lock node first).
+type FencedWriter interface {
+	Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error)
+}
+
+// ZKConfig configures the ZooKeeper backends.
+type ZKConfig struct {
+	Conn   *zk.Conn // connection to the cluster's ZooKeeper, without chroot
+	Chroot string   // the cluster's chroot ("/kafka"), or ""
+	Writer FencedWriter
+	Client *kgo.Client // for metadata checks and, where supported, API elections
+	Caps   Capabilities
+	// ForeignWait bounds how long to wait for a reassignment or election znode that someone
+	// else created before giving up with ErrReassignmentInProgress. Default 30s.
+	ForeignWait time.Duration
+}
+
+// ZKBackend is the zk-reassign or zk-nudge strategy.
+type ZKBackend struct {
+	cfg      ZKConfig
+	strategy Strategy
+	adm      *kadm.Client
+	failover bool
+}
+
+// NewZKBackend returns the zk-reassign or zk-nudge strategy.
+func NewZKBackend(strategy Strategy, cfg ZKConfig) (*ZKBackend, error) {
+	if strategy != StrategyZKReassign && strategy != StrategyZKNudge {
+		return nil, fmt.Errorf("zookeeper backend: strategy %q", strategy)
+	}
+	if cfg.Conn == nil || cfg.Writer == nil || cfg.Client == nil {
+		return nil, errors.New("zookeeper backend: Conn, Writer and Client are required")
+	}
+	if cfg.ForeignWait == 0 {
+		cfg.ForeignWait = 30 * time.Second
+	}
+	return &ZKBackend{cfg: cfg, strategy: strategy, adm: kadm.NewClient(cfg.Client)}, nil
+}
+
+func (b *ZKBackend) Strategy() Strategy       { return b.strategy }
+func (b *ZKBackend) ControllerFailover() bool { return b.failover }
+
+func (b *ZKBackend) p(parts ...string) string {
+	return path.Join(append([]string{"/", b.cfg.Chroot}, parts...)...)
+}
+
+func (b *ZKBackend) reassignPath() string { return b.p("admin", "reassign_partitions") }
+func (b *ZKBackend) electionPath() string { return b.p("admin", "preferred_replica_election") }
+
+// Reorder stores the new orders: through /admin/reassign_partitions (zk-reassign), or by
+// rewriting the topic znodes and failing the controller over (zk-nudge).
+func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) error {
+	if len(orders) == 0 {
+		return nil
+	}
+	topics := map[string]*TopicZnode{}
+	for _, t := range topicsOf(orders) {
+		z, err := ReadTopicZnode(b.cfg.Conn, b.cfg.Chroot, t)
+		if err != nil {
+			return err
+		}
+		topics[t] = z
+	}
+	for _, tp := range sortedKeys(orders) {
+		z := topics[tp.Topic]
+		cur, err := z.Replicas(tp.Partition)
+		if err != nil {
+			return err
+		}
+		if err := checkPermutation(tp, cur, orders[tp]); err != nil {
+			return err
+		}
+		if z.Reassigning(tp.Partition) {
+			return fmt.Errorf("reorder %s: %w (adding/removing replicas in the topic znode)", tp, ErrReassignmentInProgress)
+		}
+	}
+	if b.strategy == StrategyZKReassign {
+		return b.reorderByReassignZnode(ctx, orders)
+	}
+	return b.reorderByNudge(ctx, orders, topics)
+}
+
+type reassignJSON struct {
+	Version    int                `json:"version"`
+	Partitions []reassignPartJSON `json:"partitions"`
+}
+
+type reassignPartJSON struct {
+	Topic     string  `json:"topic"`
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas,omitempty"`
+}
+
+func (b *ZKBackend) reorderByReassignZnode(ctx context.Context, orders map[TopicPartition][]int32) error {
+	doc := reassignJSON{Version: 1}
+	for _, tp := range sortedKeys(orders) {
+		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition, Replicas: orders[tp]})
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	if err := b.createAdminZnode(ctx, b.reassignPath(), data); err != nil {
+		return err
+	}
+	// The controller deletes the znode once every listed reassignment completed; a pure
+	// reorder of in-sync replicas completes at once.
+	if err := waitAbsent(ctx, b.cfg.Conn, b.reassignPath()); err != nil {
+		return fmt.Errorf("wait for the controller to complete %s: %w", b.reassignPath(), err)
+	}
+	return WaitForOrders(ctx, b.cfg.Client, orders)
+}
+
+// createAdminZnode waits for a foreign znode at p to go (bounded by ForeignWait), then
+// creates p with data in a fenced transaction.
+func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte) error {
+	wctx, cancel := context.WithTimeout(ctx, b.cfg.ForeignWait)
+	defer cancel()
+	for {
+		if err := waitAbsent(wctx, b.cfg.Conn, p); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			owner, _, _ := b.cfg.Conn.Get(p)
+			return fmt.Errorf("%s exists (someone else's: %s) after waiting %s: %w", p, truncate(owner, 300), b.cfg.ForeignWait, ErrReassignmentInProgress)
+		}
+		_, err := b.cfg.Writer.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: zk.WorldACL(zk.PermAll)})
+		if errors.Is(err, zk.ErrNodeExists) {
+			continue // lost a race with another writer: wait for theirs
+		}
+		if errors.Is(err, zk.ErrNoNode) {
+			return fmt.Errorf("create %s: parent missing or lock lost: %w", p, err)
+		}
+		if err != nil {
+			return fmt.Errorf("create %s: %w", p, err)
+		}
+		return nil
+	}
+}
+
+func (b *ZKBackend) reorderByNudge(ctx context.Context, orders map[TopicPartition][]int32, topics map[string]*TopicZnode) error {
+	ctrl, err := ReadController(b.cfg.Conn, b.cfg.Chroot)
+	if err != nil {
+		return err
+	}
+	if ctrl.KRaft() {
+		return ErrKRaftController
+	}
+	// A controller that is reassigning rewrites topic znodes from memory and would undo ours.
+	if ok, _, err := b.cfg.Conn.Exists(b.reassignPath()); err != nil {
+		return err
+	} else if ok {
+		return fmt.Errorf("%s exists: %w", b.reassignPath(), ErrReassignmentInProgress)
+	}
+	if b.cfg.Caps.ListReassignments {
+		ongoing, err := ListReassignments(ctx, b.cfg.Client, topicsOf(orders))
+		if err != nil {
+			return err
+		}
+		if len(ongoing) > 0 {
+			return fmt.Errorf("%d partitions of these topics are being reassigned: %w", len(ongoing), ErrReassignmentInProgress)
+		}
+	}
+	// One transaction for every topic: all orders are stored, or none.
+	var ops []any
+	for _, t := range topicsOf(orders) {
+		z := topics[t]
+		for _, tp := range sortedKeys(orders) {
+			if tp.Topic == t {
+				z.SetReplicas(tp.Partition, orders[tp])
+			}
+		}
+		data, err := z.Encode()
+		if err != nil {
+			return err
+		}
+		ops = append(ops, &zk.SetDataRequest{Path: z.Path, Data: data, Version: z.Stat.Version})
+	}
+	if _, err := b.cfg.Writer.Multi(ctx, ops...); err != nil {
+		if errors.Is(err, zk.ErrBadVersion) {
+			return fmt.Errorf("a topic znode changed while we rewrote it (retry): %w", err)
+		}
+		return fmt.Errorf("rewrite topic znodes: %w", err)
+	}
+	// The controller ignores order changes of existing partitions until it fails over.
+	if err := b.failoverController(ctx, ctrl); err != nil {
+		return err
+	}
+	for _, t := range topicsOf(orders) {
+		z, err := ReadTopicZnode(b.cfg.Conn, b.cfg.Chroot, t)
+		if err != nil {
+			return err
+		}
+		for _, tp := range sortedKeys(orders) {
+			if tp.Topic != t {
+				continue
+			}
+			if got, _ := z.Replicas(tp.Partition); !slices.Equal(got, orders[tp]) {
+				return fmt.Errorf("%s: the controller rewrote the topic znode to %v before failing over (our %v was lost)", tp, got, orders[tp])
+			}
+		}
+	}
+	return WaitForOrders(ctx, b.cfg.Client, orders)
+}
+
+// failoverController deletes /controller (the one we read, by version) and waits until a
+// controller is elected again with a higher epoch.
+func (b *ZKBackend) failoverController(ctx context.Context, ctrl *Controller) error {
+	before, err := readControllerEpoch(b.cfg.Conn, b.cfg.Chroot)
+	if err != nil {
+		return err
+	}
+	_, err = b.cfg.Writer.Multi(ctx, &zk.DeleteRequest{Path: b.p("controller"), Version: ctrl.Stat.Version})
+	switch {
+	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
+		// The controller moved by itself since we read it: that failover reloads too,
+		// but only if it happened after our write; wait for an epoch above ours anyway.
+	case err != nil:
+		return fmt.Errorf("delete %s: %w", b.p("controller"), err)
+	}
+	b.failover = true
+	for {
+		epoch, err := readControllerEpoch(b.cfg.Conn, b.cfg.Chroot)
+		if err == nil && epoch > before {
+			if ok, _, err := b.cfg.Conn.Exists(b.p("controller")); err == nil && ok {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for a new controller (epoch above %d): %w", before, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// ElectPreferred runs one preferred election: through /admin/preferred_replica_election
+// for zk-reassign (or when the cluster has no ElectLeaders API), else through the API.
+func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (map[TopicPartition]error, error) {
+	if len(tps) == 0 {
+		return nil, ErrEmptyElection
+	}
+	if b.strategy == StrategyZKNudge && b.cfg.Caps.ElectLeaders {
+		return electViaAPI(ctx, b.adm, tps)
+	}
+	tps = slices.Clone(tps)
+	SortTopicPartitions(tps)
+	doc := reassignJSON{Version: 1}
+	for _, tp := range tps {
+		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.createAdminZnode(ctx, b.electionPath(), data); err != nil {
+		return nil, err
+	}
+	if err := waitAbsent(ctx, b.cfg.Conn, b.electionPath()); err != nil {
+		return nil, fmt.Errorf("wait for the controller to run %s: %w", b.electionPath(), err)
+	}
+	// The znode gives no per-partition result: the controller has written each
+	// partition's state before deleting it, so compare leaders with preferred replicas.
+	out := make(map[TopicPartition]error, len(tps))
+	for _, tp := range tps {
+		z, err := ReadTopicZnode(b.cfg.Conn, b.cfg.Chroot, tp.Topic)
+		if err != nil {
+			out[tp] = err
+			continue
+		}
+		ar, err := z.Replicas(tp.Partition)
+		if err != nil {
+			out[tp] = err
+			continue
+		}
+		st, err := ReadPartitionState(b.cfg.Conn, b.cfg.Chroot, tp)
+		if err != nil {
+			out[tp] = err
+			continue
+		}
+		if len(ar) == 0 || st.Leader != ar[0] {
+			out[tp] = fmt.Errorf("elect %s: leader is %d, preferred %v: %w", tp, st.Leader, ar, ErrPreferredNotAvailable)
+		}
+	}
+	return out, nil
+}
+
+// waitAbsent returns when the znode at p does not exist, or ctx ends.
+func waitAbsent(ctx context.Context, conn *zk.Conn, p string) error {
+	for {
+		ok, _, ch, err := conn.ExistsW(p)
+		if err != nil {
+			return fmt.Errorf("exists %s: %w", p, err)
+		}
+		if !ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s still exists: %w", p, ctx.Err())
+		case <-ch:
+		case <-time.After(time.Second): // watches can be lost across reconnects
+		}
+	}
+}
+
+// TopicZnode is /brokers/topics/<t>, decoded into a generic map so that rewriting it keeps
+// every field: version, topic_id, adding_replicas, removing_replicas and any unknown one.
+type TopicZnode struct {
+	Path string
+	Stat *zk.Stat
+	doc  map[string]any
+}
+
+// ReadTopicZnode reads and decodes a topic znode.
+func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (*TopicZnode, error) {
+	p := path.Join("/", chroot, "brokers", "topics", topic)
+	data, stat, err := conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	z, err := DecodeTopicZnode(data)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", p, err)
+	}
+	z.Path, z.Stat = p, stat
+	return z, nil
+}
+
+// DecodeTopicZnode decodes the JSON of a topic znode, numbers kept exact.
+func DecodeTopicZnode(data []byte) (*TopicZnode, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		return nil, err
+	}
+	if _, ok := doc["partitions"].(map[string]any); !ok {
+		return nil, fmt.Errorf("no partitions object in %s", truncate(data, 200))
+	}
+	return &TopicZnode{doc: doc}, nil
+}
+
+// Encode renders the znode's JSON with every field it was read with.
+func (z *TopicZnode) Encode() ([]byte, error) { return json.Marshal(z.doc) }
+
+// Field returns a top-level field (e.g. "topic_id") as read.
+func (z *TopicZnode) Field(name string) any { return z.doc[name] }
+
+// Replicas returns partition p's assigned replicas.
+func (z *TopicZnode) Replicas(p int32) ([]int32, error) {
+	parts := z.doc["partitions"].(map[string]any)
+	raw, ok := parts[strconv.Itoa(int(p))]
+	if !ok {
+		return nil, fmt.Errorf("partition %d: %w", p, kerr.UnknownTopicOrPartition)
+	}
+	return int32s(raw)
+}
+
+// SetReplicas replaces partition p's assigned replicas.
+func (z *TopicZnode) SetReplicas(p int32, replicas []int32) {
+	list := make([]any, len(replicas))
+	for i, r := range replicas {
+		list[i] = json.Number(strconv.Itoa(int(r)))
+	}
+	z.doc["partitions"].(map[string]any)[strconv.Itoa(int(p))] = list
+}
+
+// Reassigning reports whether the znode (v2+) records adding or removing replicas for p.
+func (z *TopicZnode) Reassigning(p int32) bool {
+	for _, f := range []string{"adding_replicas", "removing_replicas"} {
+		m, ok := z.doc[f].(map[string]any)
+		if !ok {
+			continue
+		}
+		if l, _ := m[strconv.Itoa(int(p))].([]any); len(l) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func int32s(raw any) ([]int32, error) {
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, fmt.Errorf("replica list %v is not an array", raw)
+	}
+	out := make([]int32, len(list))
+	for i, v := range list {
+		n, ok := v.(json.Number)
+		if !ok {
+			return nil, fmt.Errorf("replica %v is not a number", v)
+		}
+		x, err := strconv.ParseInt(n.String(), 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = int32(x)
+	}
+	return out, nil
+}
+
+// Controller is /controller: {"version":1|2,"brokerid":N,"timestamp":"…"[,"kraftControllerEpoch":E]}.
+type Controller struct {
+	BrokerID             int32  `json:"brokerid"`
+	Version              int    `json:"version"`
+	KRaftControllerEpoch *int32 `json:"kraftControllerEpoch,omitempty"`
+	Stat                 *zk.Stat
+}
+
+// KRaft reports whether a KRaft controller owns the cluster (ZooKeeper migration).
+func (c *Controller) KRaft() bool { return c.KRaftControllerEpoch != nil && *c.KRaftControllerEpoch != -1 }
+
+// ParseController decodes the data of /controller.
+func ParseController(data []byte) (*Controller, error) {
+	var c Controller
+	if err := json.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf("decode /controller %s: %w", truncate(data, 200), err)
+	}
+	return &c, nil
+}
+
+// ErrNoController: no controller is elected right now (transient).
+var ErrNoController = errors.New("no controller is elected right now")
+
+// ReadController reads /controller.
+func ReadController(conn *zk.Conn, chroot string) (*Controller, error) {
+	p := path.Join("/", chroot, "controller")
+	data, stat, err := conn.Get(p)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, ErrNoController
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	c, err := ParseController(data)
+	if err != nil {
+		return nil, err
+	}
+	c.Stat = stat
+	return c, nil
+}
+
+func readControllerEpoch(conn *zk.Conn, chroot string) (int64, error) {
+	p := path.Join("/", chroot, "controller_epoch")
+	data, _, err := conn.Get(p)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", p, err)
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+}
+
+// PartitionState is /brokers/topics/<t>/partitions/<p>/state.
+type PartitionState struct {
+	Leader          int32   `json:"leader"`
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	ControllerEpoch int32   `json:"controller_epoch"`
+	ISR             []int32 `json:"isr"`
+}
+
+// ReadPartitionState reads a partition's state znode.
+func ReadPartitionState(conn *zk.Conn, chroot string, tp TopicPartition) (*PartitionState, error) {
+	p := path.Join("/", chroot, "brokers", "topics", tp.Topic, "partitions", strconv.Itoa(int(tp.Partition)), "state")
+	data, _, err := conn.Get(p)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", p, err)
+	}
+	var st PartitionState
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", p, err)
+	}
+	return &st, nil
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}

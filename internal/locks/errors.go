@@ -1,0 +1,87 @@
+package locks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+)
+
+// Sentinel errors. Errors returned by this package wrap them (with %w) together with the
+// cluster and the ZooKeeper session they concern; test them with errors.Is.
+var (
+	// ErrBusy: Acquire gave up (its wait timed out) while another claim held the lock.
+	// The error is a *BusyError, which names the holder.
+	ErrBusy = errors.New("lock busy")
+	// ErrLost: the lock, or the claim that waited for it, is gone: its ZooKeeper session
+	// expired, was closed, or was cut off for longer than SessionConfig.LossAfterDisconnect,
+	// or its claim node was deleted. A Held that reports it must not be used again.
+	ErrLost = errors.New("lock lost")
+	// ErrReleased: the Held was released; it is the cause of its Context.
+	ErrReleased = errors.New("lock released")
+	// ErrNoSession: the connection has no ZooKeeper session at the moment.
+	ErrNoSession = errors.New("no zookeeper session")
+	// ErrDisconnected: the connection was down for longer than
+	// SessionConfig.LossAfterDisconnect, so its session is treated as expired.
+	ErrDisconnected = errors.New("disconnected from zookeeper for too long")
+	// ErrClosed: the Session was closed.
+	ErrClosed = errors.New("zookeeper session closed")
+)
+
+// BusyError is the error of an Acquire that timed out while another claim held the lock.
+// It wraps ErrBusy and the reason the wait ended (context.DeadlineExceeded).
+type BusyError struct {
+	// Holder is who held the lock when the wait ended, as its claim node says.
+	Holder Holder
+	// cause is why the wait ended.
+	cause error
+}
+
+func (e *BusyError) Error() string {
+	h := e.Holder
+	if h.Worker == "" && h.Event == "" {
+		return fmt.Sprintf("%v: held by claim %s", ErrBusy, h.Node)
+	}
+	msg := fmt.Sprintf("%v: held by worker %s for event %s", ErrBusy, h.Worker, h.Event)
+	if since := h.Since(); !since.IsZero() {
+		msg += " since " + since.UTC().Format(time.RFC3339)
+	}
+	return msg
+}
+
+// Unwrap returns ErrBusy and the reason the wait ended.
+func (e *BusyError) Unwrap() []error {
+	if e.cause == nil {
+		return []error{ErrBusy}
+	}
+	return []error{ErrBusy, e.cause}
+}
+
+// IsTransient reports whether err is worth retrying later, possibly on another worker:
+// the lock was busy or lost, there was no session, ZooKeeper could not be reached, or a
+// wait timed out. A cancelled context, a closed Session and invalid arguments are not.
+func IsTransient(err error) bool {
+	if err == nil {
+		return false
+	}
+	for _, target := range []error{
+		ErrBusy, ErrLost, ErrNoSession, ErrDisconnected,
+		zk.ErrSessionExpired, zk.ErrConnectionClosed, zk.ErrNoServer, zk.ErrSessionMoved,
+		context.DeadlineExceeded,
+	} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
+
+// retryableZK reports whether a ZooKeeper call that failed with err may succeed when
+// tried again on the same connection: the connection dropped or the session changed.
+func retryableZK(err error) bool {
+	return errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrSessionExpired) ||
+		errors.Is(err, zk.ErrClosing)
+}
