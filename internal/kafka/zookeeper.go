@@ -433,7 +433,9 @@ type Controller struct {
 }
 
 // KRaft reports whether a KRaft controller owns the cluster (ZooKeeper migration).
-func (c *Controller) KRaft() bool { return c.KRaftControllerEpoch != nil && *c.KRaftControllerEpoch != -1 }
+func (c *Controller) KRaft() bool {
+	return c.KRaftControllerEpoch != nil && *c.KRaftControllerEpoch != -1
+}
 
 // ParseController decodes the data of /controller.
 func ParseController(data []byte) (*Controller, error) {
