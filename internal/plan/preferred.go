@@ -1,0 +1,144 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+)
+
+// Change is one partition's planned (or made) change of assigned replicas and leader.
+type Change struct {
+	kafka.TopicPartition
+	ReplicasBefore []int32 `json:"replicas_before"`
+	ReplicasAfter  []int32 `json:"replicas_after"`
+	LeaderBefore   int32   `json:"leader_before"`
+	LeaderAfter    int32   `json:"leader_after"`
+}
+
+// Reordered reports whether the change reorders the replicas (else it only elects).
+func (c Change) Reordered() bool { return !slices.Equal(c.ReplicasBefore, c.ReplicasAfter) }
+
+// Skip is a partition left alone, with the reason.
+type Skip struct {
+	kafka.TopicPartition
+	Reason string `json:"reason"`
+}
+
+// Plan is what to do for one request.
+type Plan struct {
+	Changes []Change `json:"changes"`
+	// Noop lists partitions already as asked.
+	Noop []kafka.TopicPartition `json:"noop,omitempty"`
+	// Skipped lists partitions that cannot be changed now, with the reason.
+	Skipped []Skip `json:"skipped,omitempty"`
+	// Blocked lists partitions under reassignment: the caller waits and plans again.
+	Blocked []kafka.TopicPartition `json:"blocked,omitempty"`
+}
+
+// Reorders returns the new orders of the changes that reorder replicas.
+func (p Plan) Reorders() map[kafka.TopicPartition][]int32 {
+	out := map[kafka.TopicPartition][]int32{}
+	for _, c := range p.Changes {
+		if c.Reordered() {
+			out[c.TopicPartition] = c.ReplicasAfter
+		}
+	}
+	return out
+}
+
+// Elections lists the partitions whose preferred leader must be elected.
+func (p Plan) Elections() []kafka.TopicPartition {
+	out := make([]kafka.TopicPartition, 0, len(p.Changes))
+	for _, c := range p.Changes {
+		if c.LeaderBefore != c.LeaderAfter {
+			out = append(out, c.TopicPartition)
+		}
+	}
+	return out
+}
+
+// RejectError is a request that cannot be planned at all: nothing may be changed.
+type RejectError struct{ Reason string }
+
+func (e *RejectError) Error() string { return e.Reason }
+
+func reject(format string, args ...any) error { return &RejectError{Reason: fmt.Sprintf(format, args...)} }
+
+// PreferredLeaderRequest asks for Broker to be the preferred leader (head of the assigned
+// replicas) and the leader of Topic's Partitions, or of every partition of Topic that has
+// Broker as a replica when Partitions is nil.
+type PreferredLeaderRequest struct {
+	Topic      string
+	Partitions []int32
+	Broker     int32
+}
+
+// PreferredLeader plans a preferred-leader change: swap the broker with the head of the
+// assigned replicas (positions swap, as the seeds do: [0,1,2] → [2,1,0]), then elect.
+//
+//   - a partition the request names that does not exist, or that does not have the
+//     broker as a replica: the whole request is rejected;
+//   - the broker already heads the replicas and leads: noop;
+//   - the broker is not in the ISR: skipped (a preferred election would fail);
+//   - the partition is being reassigned: blocked (wait and plan again);
+//   - the broker heads the replicas but does not lead: an election only.
+func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error) {
+	if err, ok := s.Missing[req.Topic]; ok {
+		return Plan{}, reject("topic %q does not exist (%v)", req.Topic, err)
+	}
+	parts, ok := s.Topics[req.Topic]
+	if !ok {
+		return Plan{}, reject("topic %q was not read", req.Topic)
+	}
+	var plan Plan
+	relevant := 0 // partitions that have the broker as a replica
+	named := req.Partitions != nil
+	ids := req.Partitions
+	if !named {
+		ids = make([]int32, len(parts))
+		for i := range parts {
+			ids[i] = int32(i)
+		}
+	} else {
+		ids = slices.Clone(ids)
+		slices.Sort(ids)
+		if d := slices.Compact(ids); len(d) != len(req.Partitions) {
+			return Plan{}, reject("partitions %v lists a partition twice", req.Partitions)
+		}
+	}
+	for _, id := range ids {
+		if id < 0 || int(id) >= len(parts) {
+			return Plan{}, reject("partition %d of topic %q does not exist (the topic has %d partitions)", id, req.Topic, len(parts))
+		}
+		p := parts[id]
+		if !slices.Contains(p.Replicas, req.Broker) {
+			if named {
+				return Plan{}, reject("broker %d is not a replica of %s (replicas %v)", req.Broker, p.TopicPartition, p.Replicas)
+			}
+			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not a replica (replicas %v)", req.Broker, p.Replicas)})
+			continue
+		}
+		relevant++
+		switch {
+		case p.Replicas[0] == req.Broker && p.Leader == req.Broker:
+			plan.Noop = append(plan.Noop, p.TopicPartition)
+		case p.Reassigning():
+			plan.Blocked = append(plan.Blocked, p.TopicPartition)
+		case !p.InSync(req.Broker):
+			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR)})
+		default:
+			after := slices.Clone(p.Replicas)
+			i := slices.Index(after, req.Broker)
+			after[0], after[i] = after[i], after[0]
+			plan.Changes = append(plan.Changes, Change{
+				TopicPartition: p.TopicPartition, ReplicasBefore: slices.Clone(p.Replicas), ReplicasAfter: after,
+				LeaderBefore: p.Leader, LeaderAfter: req.Broker,
+			})
+		}
+	}
+	if relevant == 0 {
+		return Plan{}, reject("broker %d is not a replica of any partition of topic %q", req.Broker, req.Topic)
+	}
+	return plan, nil
+}
