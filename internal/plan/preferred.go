@@ -63,7 +63,9 @@ type RejectError struct{ Reason string }
 
 func (e *RejectError) Error() string { return e.Reason }
 
-func reject(format string, args ...any) error { return &RejectError{Reason: fmt.Sprintf(format, args...)} }
+func reject(format string, args ...any) error {
+	return &RejectError{Reason: fmt.Sprintf(format, args...)}
+}
 
 // PreferredLeaderRequest asks for Broker to be the preferred leader (head of the assigned
 // replicas) and the leader of Topic's Partitions, or of every partition of Topic that has
