@@ -1,0 +1,275 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+const (
+	defaultNATSURL = "nats://127.0.0.1:4222"
+	envNATSURL     = "KAFKAMENDER_NATS_URL"
+)
+
+// errCodeStreamNotMatch is the JetStream API error code of a publish whose
+// expected stream is not the stream that captured the subject.
+const errCodeStreamNotMatch jetstream.ErrorCode = 10060
+
+// publishOptions are the flags of emitter publish.
+type publishOptions struct {
+	cluster   string
+	typ       string
+	data      string
+	id        string
+	source    string
+	expiresIn time.Duration
+	natsURL   string
+	timeout   time.Duration
+	dryRun    bool
+}
+
+// parsePublishFlags parses and validates the flags of publish. It returns
+// flag.ErrHelp when help was asked for (the usage is then printed), and a
+// usageError for anything wrong with the command line.
+func parsePublishFlags(args []string, e env) (publishOptions, error) {
+	var o publishOptions
+	fs := flag.NewFlagSet("emitter publish", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.cluster, "cluster", "", "Kafka `cluster` the event is about, as named in the workers' config (required)")
+	fs.StringVar(&o.typ, "type", "", "event `type`: "+typeList()+" (required)")
+	fs.StringVar(&o.data, "data", "", "the request, a JSON `object` (required)")
+	fs.StringVar(&o.id, "id", "", "event `id` (default: a random UUID); letters, digits, '-' and '_'")
+	fs.StringVar(&o.source, "source", "", "event `source` (default \"emitter/<user>@<host>\")")
+	fs.DurationVar(&o.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
+	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up connecting and publishing after `duration`")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print the event on stdout instead of publishing it")
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printPublishUsage(e.stdout, fs)
+			return o, err
+		}
+		return o, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return o, usageErrorf("unexpected arguments %q", fs.Args())
+	}
+
+	var errs []error
+	switch {
+	case o.cluster == "":
+		errs = append(errs, errors.New("--cluster is required"))
+	case !events.ValidToken(o.cluster):
+		errs = append(errs, fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", o.cluster))
+	}
+	switch {
+	case o.typ == "":
+		errs = append(errs, errors.New("--type is required"))
+	case !events.KnownType(o.typ):
+		errs = append(errs, fmt.Errorf("--type %q: unknown event type (want %s)", o.typ, typeList()))
+	}
+	if o.data == "" {
+		errs = append(errs, errors.New("--data is required"))
+	} else if err := events.CheckObject([]byte(o.data)); err != nil {
+		errs = append(errs, fmt.Errorf("--data: %w", err))
+	}
+	if o.id != "" && !events.ValidToken(o.id) {
+		errs = append(errs, fmt.Errorf("--id %q: not a valid subject token (want letters, digits, '-' or '_')", o.id))
+	}
+	if o.expiresIn < 0 {
+		errs = append(errs, fmt.Errorf("--expires-in %s: must be positive", o.expiresIn))
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, usageError{err}
+	}
+
+	if o.id == "" {
+		o.id = e.newID()
+	}
+	if o.source == "" {
+		o.source = "emitter/" + e.user() + "@" + e.host()
+	}
+	if o.natsURL == "" {
+		o.natsURL = e.getenv(envNATSURL)
+	}
+	if o.natsURL == "" {
+		o.natsURL = defaultNATSURL
+	}
+	return o, nil
+}
+
+func typeList() string {
+	types := events.Types()
+	names := make([]string, len(types))
+	for i, t := range types {
+		names[i] = t.Name
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+func printPublishUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `Usage: emitter publish --cluster CLUSTER --type TYPE --data '{...}' [flags]
+
+Builds a CloudEvents 1.0 event of the given type about the given cluster,
+checks it, and publishes it to JetStream on %s,
+with the event id as the JetStream message id (a re-publish with the same
+--id within the stream's duplicate window is stored once). Prints the event
+id and the stream sequence. With --dry-run, prints the event instead.
+
+Example:
+    emitter publish --cluster local --type replica-change-requested \
+        --data '{"topic":"orders","partitions":[1],"preferred_leader":2}'
+
+Flags:
+`, events.Subject("<cluster>", "<type>"))
+	printFlags(w, fs)
+}
+
+// printFlags is flag.PrintDefaults with the double-dash spelling that the
+// help texts use (the flag package accepts both).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + strings.ToUpper(name)
+		}
+		fmt.Fprintf(w, "%s\n        %s", line, usage)
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
+}
+
+func runPublish(ctx context.Context, args []string, e env) int {
+	o, err := parsePublishFlags(args, e)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(e.stderr, "emitter publish: %s\nRun 'emitter publish --help' for usage.\n",
+			strings.ReplaceAll(err.Error(), "\n", "\n  "))
+		return exitUsage
+	}
+
+	ev := buildEnvelope(o, e.now())
+	if err := ev.Validate(); err != nil {
+		// The flags were checked; this is a bug rather than a usage error.
+		fmt.Fprintf(e.stderr, "emitter publish: event %s: %v\n", ev.ID, err)
+		return exitFailure
+	}
+	subject := events.Subject(o.cluster, o.typ)
+
+	if o.dryRun {
+		body, err := json.MarshalIndent(ev, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "emitter publish: encode event %s: %v\n", ev.ID, err)
+			return exitFailure
+		}
+		fmt.Fprintf(e.stdout, "%s\n", body)
+		fmt.Fprintf(e.stderr, "dry run: event %s not published to %s\n", ev.ID, subject)
+		return exitOK
+	}
+
+	body, err := json.Marshal(ev)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "emitter publish: encode event %s: %v\n", ev.ID, err)
+		return exitFailure
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	ack, err := publish(ctx, o.natsURL, o.timeout, subject, ev.ID, body)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "emitter publish: event %s: %v\n", ev.ID, err)
+		return exitFailure
+	}
+	if ack.Duplicate {
+		fmt.Fprintf(e.stdout, "event %s already in stream %s at sequence %d (duplicate id: not stored again)\n", ev.ID, ack.Stream, ack.Sequence)
+	} else {
+		fmt.Fprintf(e.stdout, "event %s published to stream %s at sequence %d\n", ev.ID, ack.Stream, ack.Sequence)
+	}
+	return exitOK
+}
+
+// buildEnvelope turns validated options into the event.
+func buildEnvelope(o publishOptions, now time.Time) events.Envelope {
+	now = now.UTC().Truncate(time.Millisecond)
+	ev := events.Envelope{
+		SpecVersion:     events.SpecVersion,
+		ID:              o.id,
+		Source:          o.source,
+		Type:            o.typ,
+		Time:            now,
+		DataContentType: events.ContentTypeJSON,
+		Data:            json.RawMessage(o.data),
+	}
+	if o.expiresIn > 0 {
+		ev.ExpiresAt = now.Add(o.expiresIn)
+	}
+	return ev
+}
+
+// publish sends one event to JetStream and waits for the stream's ack.
+func publish(ctx context.Context, natsURL string, timeout time.Duration, subject, id string, body []byte) (*jetstream.PubAck, error) {
+	nc, err := nats.Connect(natsURL, nats.Name("kafkamender-emitter"), nats.Timeout(timeout))
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(natsURL), err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
+	msg.Header.Set("Content-Type", events.ContentTypeCloudEventsJSON)
+	ack, err := js.PublishMsg(ctx, msg,
+		jetstream.WithMsgID(id),
+		jetstream.WithExpectStream(events.EventsStream),
+	)
+	if err != nil {
+		return nil, explainPublishError(subject, err)
+	}
+	return ack, nil
+}
+
+// redactURL hides the passwords in a comma-separated list of URLs.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// explainPublishError turns the JetStream errors a user can fix into advice.
+func explainPublishError(subject string, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Errorf("publish to %s: no JetStream stream captures %s: is a worker running?", subject, events.EventsSubjects)
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeStreamNotMatch:
+		return fmt.Errorf("publish to %s: the subject is stored by a stream other than %s: %w", subject, events.EventsStream, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("publish to %s: no acknowledgement in time: %w", subject, err)
+	default:
+		return fmt.Errorf("publish to %s: %w", subject, err)
+	}
+}

@@ -1,0 +1,111 @@
+// Command worker runs a kafkamender worker: it consumes kafkamender events
+// from NATS JetStream and repairs Kafka partition placement.
+//
+// Usage:
+//
+//	worker --config worker.yaml
+//
+// It serves /healthz, /readyz and /metrics on the configured http.listen and
+// stops cleanly on SIGINT or SIGTERM. Exit status: 0 after a clean stop, 2
+// for a usage or configuration error, 1 for any other failure.
+//
+// This file only wires things together; the runtime is package
+// internal/worker.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/worker"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stderr))
+}
+
+func run(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "path of the worker configuration `file` (YAML; required)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `Usage: worker --config FILE
+
+Runs a kafkamender worker. It serves /healthz, /readyz and /metrics on the
+configured http.listen address and stops on SIGINT or SIGTERM.
+
+Flags:
+  --config FILE
+        path of the worker configuration file (YAML; required)
+
+Exit status: 0 after a clean stop, 2 for a usage or configuration error,
+1 for any other failure.
+`)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "worker: unexpected arguments: %q\n", fs.Args())
+		fs.Usage()
+		return 2
+	}
+	if *configPath == "" {
+		fmt.Fprintln(stderr, "worker: --config is required")
+		fs.Usage()
+		return 2
+	}
+
+	cfg, err := config.Load(*configPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+
+	logger, err := worker.NewLogger(cfg.Log)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+	defer func() { _ = logger.Sync() }()
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	w, err := worker.New(cfg, logger, registry)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker: %v\n", err)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// After the first signal, a second one kills the process at once.
+		<-ctx.Done()
+		stop()
+	}()
+
+	if err := w.Run(ctx); err != nil {
+		logger.Error("worker failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}

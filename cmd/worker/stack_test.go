@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kafkamender/kafkamender/internal/testenv"
+)
+
+// buildWorker builds the worker binary once per test into a temp dir.
+func buildWorker(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "worker")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// TestBadConfigExitsNonZero runs the real binary: a bad config must stop it before it
+// connects to anything, with a non-zero exit and a message that names the field.
+func TestBadConfigExitsNonZero(t *testing.T) {
+	bin := buildWorker(t)
+	valid, err := os.ReadFile(filepath.Join("..", "..", "deployments", "local", "worker.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, from, to, want string
+	}{
+		{"unknown cluster field", "bootstrap_servers: [127.0.0.1:19192", "bootstrap_server: [127.0.0.1:19192",
+			`clusters.kraft: unknown field "bootstrap_server"`},
+		{"empty bootstrap list", "bootstrap_servers: [127.0.0.1:19192, 127.0.0.1:29192, 127.0.0.1:39192]", "bootstrap_servers: []",
+			"clusters.kraft.bootstrap_servers"},
+		{"malformed zookeeper address", "zookeeper: 127.0.0.1:2181/kafka", "zookeeper: 127.0.0.1:21x81/kafka",
+			"clusters.local.zookeeper"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !bytes.Contains(valid, []byte(tc.from)) {
+				t.Fatalf("worker.yaml no longer contains %q", tc.from)
+			}
+			cfg := filepath.Join(t.TempDir(), "worker.yaml")
+			if err := os.WriteFile(cfg, bytes.Replace(valid, []byte(tc.from), []byte(tc.to), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "--config", cfg)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("worker exited with %v, want a non-zero exit; stderr:\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) {
+				t.Fatalf("stderr does not name the field (%q):\n%s", tc.want, stderr.String())
+			}
+		})
+	}
+}
+
+// TestWorkerAgainstLocalStack runs the binary with deployments/local/worker.yaml (on a
+// free HTTP port) against the real stack: it must become ready, report every dependency
+// up in /metrics, and exit 0 on SIGTERM.
+func TestWorkerAgainstLocalStack(t *testing.T) {
+	testenv.Get(t)
+	bin := buildWorker(t)
+	valid, err := os.ReadFile(filepath.Join("..", "..", "deployments", "local", "worker.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const addr = "127.0.0.1:18080"
+	cfg := filepath.Join(t.TempDir(), "worker.yaml")
+	if err := os.WriteFile(cfg, bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--config", cfg)
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	get := func(path string) (int, string, error) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), err
+	}
+	testenv.Eventually(t, 60*time.Second, func() error {
+		code, body, err := get("/readyz")
+		if err != nil {
+			return err
+		}
+		if code != http.StatusOK {
+			return &notReady{body}
+		}
+		return nil
+	})
+	_, metrics, err := get("/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`kafkamender_dependency_up{kind="kafka",name="local"} 1`,
+		`kafkamender_dependency_up{kind="kafka",name="kraft"} 1`,
+		`kafkamender_dependency_up{kind="nats",name="nats"} 1`,
+		`kafkamender_dependency_up{kind="zookeeper",name="local"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("worker exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("worker did not exit within 30s of SIGTERM\n%s", logs.String())
+	}
+}
+
+type notReady struct{ body string }
+
+func (e *notReady) Error() string { return "not ready: " + e.body }

@@ -1,0 +1,405 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+// Config is the worker configuration.
+type Config struct {
+	Worker   Worker              `yaml:"worker"`
+	Log      Log                 `yaml:"log"`
+	HTTP     HTTP                `yaml:"http"`
+	NATS     NATS                `yaml:"nats"`
+	Lock     Lock                `yaml:"lock"`
+	Clusters map[string]*Cluster `yaml:"clusters"`
+}
+
+// Worker identifies this worker process.
+type Worker struct {
+	// ID names the worker in results, logs and its NATS connection.
+	// Default: <hostname>-<pid>.
+	ID string `yaml:"id"`
+}
+
+// Log configures the process logger.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info (default), warn or error
+	Format string `yaml:"format"` // json (default) or console
+}
+
+// HTTP configures the health and metrics server.
+type HTTP struct {
+	// Listen is the host:port the server binds; it serves /healthz, /readyz
+	// and /metrics. Default 127.0.0.1:8080. Port 0 picks a free port.
+	Listen string `yaml:"listen"`
+}
+
+// NATS configures the connection that carries events and results.
+type NATS struct {
+	// URL is a NATS server URL, or several separated by commas. Required.
+	URL string `yaml:"url"`
+}
+
+// Lock configures the ZooKeeper that holds kafkamender's per-cluster locks.
+type Lock struct {
+	// ZooKeeper is a connect string, host:port[,host:port...][/chroot]; see
+	// [ParseZKConnect]. Required.
+	ZooKeeper string `yaml:"zookeeper"`
+	// Root is the znode under which the locks live. Default /kafkamender/locks.
+	Root string `yaml:"root"`
+	// SessionTimeout is the ZooKeeper session timeout: how long after losing
+	// its connection a worker still holds its locks. Default 10s.
+	SessionTimeout time.Duration `yaml:"session_timeout"`
+	// AcquireTimeout bounds the wait for a cluster's lock. Default 5m.
+	AcquireTimeout time.Duration `yaml:"acquire_timeout"`
+}
+
+// Strategy selects how changes are applied to a cluster.
+type Strategy string
+
+// Strategies. See DESIGN.md, "Cluster backends".
+const (
+	// StrategyAuto uses the admin API when the brokers support
+	// AlterPartitionReassignments, else zk-reassign.
+	StrategyAuto Strategy = "auto"
+	// StrategyAPI uses the Kafka admin API (Kafka >= 2.4, ZooKeeper or KRaft).
+	StrategyAPI Strategy = "api"
+	// StrategyZKReassign writes /admin/reassign_partitions in the cluster's
+	// ZooKeeper (legacy clusters).
+	StrategyZKReassign Strategy = "zk-reassign"
+	// StrategyZKNudge edits the topic znode and moves the controller; opt-in.
+	StrategyZKNudge Strategy = "zk-nudge"
+)
+
+// Strategies returns every valid strategy, auto first.
+func Strategies() []Strategy {
+	return []Strategy{StrategyAuto, StrategyAPI, StrategyZKReassign, StrategyZKNudge}
+}
+
+// NeedsZooKeeper reports whether the strategy cannot work without the
+// cluster's ZooKeeper.
+func (s Strategy) NeedsZooKeeper() bool {
+	return s == StrategyZKReassign || s == StrategyZKNudge
+}
+
+// Cluster is one Kafka cluster the worker may change.
+type Cluster struct {
+	// Name is the key of the cluster in Config.Clusters, set by Parse.
+	Name string `yaml:"-"`
+	// BootstrapServers lists host:port of one or more brokers. Required.
+	BootstrapServers []string `yaml:"bootstrap_servers"`
+	// ZooKeeper is the connect string of the cluster's own ZooKeeper,
+	// chroot included (host:port/kafka). Optional; the zk-* strategies
+	// need it.
+	ZooKeeper string `yaml:"zookeeper"`
+	// Strategy is how changes are applied. Default auto.
+	Strategy Strategy `yaml:"strategy"`
+}
+
+// Defaults.
+const (
+	DefaultLogLevel           = "info"
+	DefaultLogFormat          = "json"
+	DefaultHTTPListen         = "127.0.0.1:8080"
+	DefaultLockRoot           = "/kafkamender/locks"
+	DefaultLockSessionTimeout = 10 * time.Second
+	DefaultLockAcquireTimeout = 5 * time.Minute
+)
+
+// Load reads and parses the configuration file at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		if n := countJoined(err); n > 1 {
+			return nil, fmt.Errorf("config %s: %d problems:\n  %w", path, n, indented{err})
+		}
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes a YAML configuration, applies the defaults and validates it.
+func Parse(data []byte) (*Config, error) {
+	var cfg Config
+	if err := decodeStrict(data, &cfg); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// ClusterNames returns the names of the configured clusters, sorted.
+func (c *Config) ClusterNames() []string {
+	names := make([]string, 0, len(c.Clusters))
+	for name := range c.Clusters {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func (c *Config) setDefaults() {
+	if c.Worker.ID == "" {
+		c.Worker.ID = defaultWorkerID()
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = DefaultLogLevel
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = DefaultLogFormat
+	}
+	if c.HTTP.Listen == "" {
+		c.HTTP.Listen = DefaultHTTPListen
+	}
+	if c.Lock.Root == "" {
+		c.Lock.Root = DefaultLockRoot
+	}
+	if c.Lock.SessionTimeout == 0 {
+		c.Lock.SessionTimeout = DefaultLockSessionTimeout
+	}
+	if c.Lock.AcquireTimeout == 0 {
+		c.Lock.AcquireTimeout = DefaultLockAcquireTimeout
+	}
+	for name, cl := range c.Clusters {
+		if cl == nil { // "local:" with nothing under it
+			cl = &Cluster{}
+			c.Clusters[name] = cl
+		}
+		cl.Name = name
+		if cl.Strategy == "" {
+			cl.Strategy = StrategyAuto
+		}
+	}
+}
+
+func defaultWorkerID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "kafkamender"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// Validate checks a complete configuration (defaults applied) and returns
+// every problem found, joined, each prefixed with the path of its field.
+func (c *Config) Validate() error {
+	var p problems
+
+	if c.Worker.ID == "" {
+		p.add("worker.id", errors.New("required"))
+	}
+
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		p.add("log.level", fmt.Errorf("unknown level %q (want debug, info, warn or error)", c.Log.Level))
+	}
+	switch c.Log.Format {
+	case "json", "console":
+	default:
+		p.add("log.format", fmt.Errorf("unknown format %q (want json or console)", c.Log.Format))
+	}
+
+	if err := checkHostPort(c.HTTP.Listen, true); err != nil {
+		p.add("http.listen", fmt.Errorf("%q: %w", c.HTTP.Listen, err))
+	}
+
+	if c.NATS.URL == "" {
+		p.add("nats.url", errors.New("required"))
+	} else if err := checkNATSURLs(c.NATS.URL); err != nil {
+		p.add("nats.url", err)
+	}
+
+	if c.Lock.ZooKeeper == "" {
+		p.add("lock.zookeeper", errors.New("required"))
+	} else if _, _, err := ParseZKConnect(c.Lock.ZooKeeper); err != nil {
+		p.add("lock.zookeeper", err)
+	}
+	if err := checkZNodePath(c.Lock.Root); err != nil {
+		p.add("lock.root", fmt.Errorf("%q: %w", c.Lock.Root, err))
+	}
+	if c.Lock.SessionTimeout <= 0 {
+		p.add("lock.session_timeout", fmt.Errorf("must be positive, got %s", c.Lock.SessionTimeout))
+	}
+	if c.Lock.AcquireTimeout <= 0 {
+		p.add("lock.acquire_timeout", fmt.Errorf("must be positive, got %s", c.Lock.AcquireTimeout))
+	}
+
+	if len(c.Clusters) == 0 {
+		p.add("clusters", errors.New("must define at least one cluster"))
+	}
+	for _, name := range c.ClusterNames() {
+		if !events.ValidToken(name) {
+			p.add("clusters", fmt.Errorf("bad cluster name %q: must be usable as a NATS subject token (letters, digits, '-' or '_')", name))
+			continue
+		}
+		c.Clusters[name].validate(pathJoin("clusters", name), &p)
+	}
+	return p.err()
+}
+
+func (cl *Cluster) validate(path string, p *problems) {
+	if cl == nil {
+		p.add(path+".bootstrap_servers", errors.New("must list at least one broker"))
+		return
+	}
+	if len(cl.BootstrapServers) == 0 {
+		p.add(path+".bootstrap_servers", errors.New("must list at least one broker"))
+	}
+	seen := make(map[string]int, len(cl.BootstrapServers))
+	for i, addr := range cl.BootstrapServers {
+		item := fmt.Sprintf("%s.bootstrap_servers[%d]", path, i)
+		if err := checkHostPort(addr, false); err != nil {
+			p.add(item, fmt.Errorf("%q: %w", addr, err))
+			continue
+		}
+		if j, dup := seen[addr]; dup {
+			p.add(item, fmt.Errorf("%q: listed twice (also [%d])", addr, j))
+			continue
+		}
+		seen[addr] = i
+	}
+
+	if cl.ZooKeeper != "" {
+		if _, _, err := ParseZKConnect(cl.ZooKeeper); err != nil {
+			p.add(path+".zookeeper", err)
+		}
+	}
+
+	if !slices.Contains(Strategies(), cl.Strategy) {
+		p.add(path+".strategy", fmt.Errorf("unknown strategy %q (want auto, api, zk-reassign or zk-nudge)", cl.Strategy))
+	} else if cl.Strategy.NeedsZooKeeper() && cl.ZooKeeper == "" {
+		p.add(path+".zookeeper", fmt.Errorf("required by strategy %s", cl.Strategy))
+	}
+}
+
+// checkHostPort checks a host:port address. An empty host is allowed only
+// for listen addresses (all interfaces), and so is port 0 (any free port).
+func checkHostPort(addr string, listen bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return errors.New("want host:port")
+	}
+	if host == "" && !listen {
+		return errors.New("missing host")
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return fmt.Errorf("bad port %q", port)
+	}
+	if n == 0 && !listen {
+		return fmt.Errorf("bad port %q", port)
+	}
+	return nil
+}
+
+// checkNATSURLs checks a comma-separated list of NATS server URLs the way the
+// NATS client will read them, so that a typo fails at startup rather than in
+// an endless reconnect loop.
+func checkNATSURLs(s string) error {
+	var errs []error
+	schemes := map[bool]bool{} // websocket or not
+	for raw := range strings.SplitSeq(s, ",") {
+		raw = strings.TrimSpace(raw)
+		if raw == "" {
+			errs = append(errs, fmt.Errorf("%q: empty URL in list", s))
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%q: cannot parse", raw))
+			continue
+		}
+		shown := u.Redacted()
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		case "":
+			errs = append(errs, fmt.Errorf("%q: missing scheme (want nats://host:port)", shown))
+			continue
+		default:
+			errs = append(errs, fmt.Errorf("%q: unsupported scheme %q (want nats, tls, ws or wss)", shown, u.Scheme))
+			continue
+		}
+		schemes[u.Scheme == "ws" || u.Scheme == "wss"] = true
+		if u.Hostname() == "" {
+			errs = append(errs, fmt.Errorf("%q: missing host", shown))
+			continue
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.ParseUint(p, 10, 16); err != nil || n == 0 {
+				errs = append(errs, fmt.Errorf("%q: bad port %q", shown, p))
+			}
+		}
+	}
+	if len(schemes) > 1 {
+		errs = append(errs, errors.New("cannot mix websocket (ws, wss) and other URLs"))
+	}
+	return errors.Join(errs...)
+}
+
+// problems collects validation errors, each tagged with its field path.
+type problems []error
+
+func (p *problems) add(path string, err error) {
+	*p = append(*p, &fieldError{path: path, err: err})
+}
+
+func (p problems) err() error { return errors.Join(p...) }
+
+// fieldError is a problem with one field of the configuration.
+type fieldError struct {
+	path string // "" for the document itself
+	err  error
+}
+
+func (e *fieldError) Error() string {
+	if e.path == "" {
+		return e.err.Error()
+	}
+	return e.path + ": " + e.err.Error()
+}
+
+func (e *fieldError) Unwrap() error { return e.err }
+
+// pathJoin appends a mapping key to a field path, quoting keys that would
+// make the path ambiguous.
+func pathJoin(path, key string) string {
+	if !events.ValidToken(key) {
+		key = strconv.Quote(key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func countJoined(err error) int {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return len(j.Unwrap())
+	}
+	return 1
+}
+
+// indented shows a multi-line error with its continuation lines indented,
+// to sit under a heading; errors.Is and errors.As see through it.
+type indented struct{ err error }
+
+func (e indented) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", "\n  ") }
+func (e indented) Unwrap() error { return e.err }

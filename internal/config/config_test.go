@@ -1,0 +1,540 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestLoadValidExample(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	want := &Config{
+		Worker: Worker{ID: "worker-1"},
+		Log:    Log{Level: "debug", Format: "console"},
+		HTTP:   HTTP{Listen: "127.0.0.1:8080"},
+		NATS:   NATS{URL: "nats://127.0.0.1:4222"},
+		Lock: Lock{
+			ZooKeeper:      "127.0.0.1:2181",
+			Root:           "/kafkamender/locks",
+			SessionTimeout: 10 * time.Second,
+			AcquireTimeout: 5 * time.Minute,
+		},
+		Clusters: map[string]*Cluster{
+			"local": {
+				Name:             "local",
+				BootstrapServers: []string{"127.0.0.1:19092", "127.0.0.1:29092"},
+				ZooKeeper:        "127.0.0.1:2181/kafka",
+				Strategy:         StrategyAuto,
+			},
+			"kraft": {
+				Name:             "kraft",
+				BootstrapServers: []string{"127.0.0.1:19192"},
+				Strategy:         StrategyAuto,
+			},
+		},
+	}
+	if !reflect.DeepEqual(cfg, want) {
+		t.Errorf("Load:\n got %+v\nwant %+v", cfg, want)
+		for name, cl := range cfg.Clusters {
+			t.Logf("cluster %s: %+v", name, *cl)
+		}
+	}
+	if got := cfg.ClusterNames(); !reflect.DeepEqual(got, []string{"kraft", "local"}) {
+		t.Errorf("ClusterNames() = %v", got)
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(`
+nats:
+  url: nats://127.0.0.1:4222
+lock:
+  zookeeper: 127.0.0.1:2181
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	host, _ := os.Hostname()
+	if want := host + "-"; !strings.HasPrefix(cfg.Worker.ID, want) {
+		t.Errorf("worker.id = %q, want prefix %q", cfg.Worker.ID, want)
+	}
+	if cfg.Log.Level != "info" || cfg.Log.Format != "json" {
+		t.Errorf("log = %+v", cfg.Log)
+	}
+	if cfg.HTTP.Listen != "127.0.0.1:8080" {
+		t.Errorf("http.listen = %q", cfg.HTTP.Listen)
+	}
+	if cfg.Lock.Root != "/kafkamender/locks" || cfg.Lock.SessionTimeout != 10*time.Second || cfg.Lock.AcquireTimeout != 5*time.Minute {
+		t.Errorf("lock = %+v", cfg.Lock)
+	}
+	if cl := cfg.Clusters["local"]; cl.Strategy != StrategyAuto || cl.Name != "local" {
+		t.Errorf("cluster = %+v", cl)
+	}
+}
+
+// base is a valid configuration; the cases below replace or add lines.
+const base = `
+nats:
+  url: nats://127.0.0.1:4222
+lock:
+  zookeeper: 127.0.0.1:2181
+`
+
+const oneCluster = `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+`
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // each must appear in the error
+	}{
+		// Decoding.
+		{
+			name: "empty",
+			yaml: "",
+			want: []string{"config is empty"},
+		},
+		{
+			name: "syntax",
+			yaml: "nats: [",
+			want: []string{"parse yaml: yaml: line 1"},
+		},
+		{
+			name: "top level not a mapping",
+			yaml: "- a\n- b\n",
+			want: []string{"want a mapping at the top level, got a list"},
+		},
+		{
+			name: "two documents",
+			yaml: base + oneCluster + "---\nnats: {}\n",
+			want: []string{"more than one YAML document"},
+		},
+		{
+			name: "unknown top-level field",
+			yaml: base + oneCluster + "metrics: {}\n",
+			want: []string{`unknown field "metrics" (line 10)`},
+		},
+		{
+			name: "unknown cluster field",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_server: [127.0.0.1:19092]
+`,
+			want: []string{`clusters.local: unknown field "bootstrap_server" (line 9)`},
+		},
+		{
+			name: "unknown field in flow mapping",
+			yaml: base + `
+clusters:
+  local: {bootstrap_servers: [127.0.0.1:19092], strategi: api}
+`,
+			want: []string{`clusters.local: unknown field "strategi" (line 8)`},
+		},
+		{
+			name: "duplicate top-level key",
+			yaml: base + oneCluster + "lock:\n  zookeeper: 127.0.0.1:2181\n",
+			want: []string{`duplicate key "lock" (lines 4 and 10)`},
+		},
+		{
+			name: "unknown nested field",
+			yaml: `
+nats:
+  url: nats://127.0.0.1:4222
+  user: me
+lock:
+  zookeeper: 127.0.0.1:2181
+` + oneCluster,
+			want: []string{`nats: unknown field "user" (line 4)`},
+		},
+		{
+			name: "misspelt lock field",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`lock: unknown field "zookeper" (line 4)`},
+		},
+		{
+			name: "duplicate key",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+    strategy: api
+    strategy: zk-reassign
+`,
+			want: []string{`clusters.local: duplicate key "strategy" (lines 10 and 11)`},
+		},
+		{
+			name: "bad durations",
+			yaml: `
+nats:
+  url: nats://127.0.0.1:4222
+lock:
+  zookeeper: 127.0.0.1:2181
+  session_timeout: 10x
+  acquire_timeout: 300
+` + oneCluster,
+			want: []string{
+				`lock.session_timeout: bad duration "10x" (want a number with a unit, such as 10s or 5m) (line 6)`,
+				`lock.acquire_timeout: bad duration "300"`,
+			},
+		},
+		{
+			name: "duration given a list",
+			yaml: `
+nats:
+  url: nats://127.0.0.1:4222
+lock:
+  zookeeper: 127.0.0.1:2181
+  session_timeout: [10s]
+` + oneCluster,
+			want: []string{`lock.session_timeout: want a duration such as 10s or 5m, got a list (line 6)`},
+		},
+		{
+			name: "brokers not a list",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: 127.0.0.1:19092
+`,
+			want: []string{`clusters.local.bootstrap_servers: want a list, got a string (line 9)`},
+		},
+		{
+			name: "cluster not a mapping",
+			yaml: base + `
+clusters:
+  local: [127.0.0.1:19092]
+`,
+			want: []string{`clusters.local: want a mapping, got a list (line 8)`},
+		},
+		{
+			name: "clusters not a mapping",
+			yaml: base + `
+clusters: [local]
+`,
+			want: []string{`clusters: want a mapping, got a list (line 7)`},
+		},
+		{
+			name: "several decoding errors at once",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_server: [127.0.0.1:19092]
+    strategi: api
+`,
+			want: []string{`clusters.local: unknown field "bootstrap_server"`, `clusters.local: unknown field "strategi"`},
+		},
+
+		// Validation.
+		{
+			name: "nats url required",
+			yaml: "lock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{"nats.url: required"},
+		},
+		{
+			name: "nats url no scheme",
+			yaml: "nats:\n  url: 127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "127.0.0.1:4222": cannot parse`},
+		},
+		{
+			name: "nats url host only",
+			yaml: "nats:\n  url: localhost\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "localhost": missing scheme`},
+		},
+		{
+			name: "nats url bad scheme",
+			yaml: "nats:\n  url: http://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "http://127.0.0.1:4222": unsupported scheme "http" (want nats, tls, ws or wss)`},
+		},
+		{
+			name: "nats url bad port, password redacted",
+			yaml: "nats:\n  url: nats://me:secret@127.0.0.1:99999\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://me:xxxxx@127.0.0.1:99999": bad port "99999"`},
+		},
+		{
+			name: "nats url list with a bad entry",
+			yaml: "nats:\n  url: nats://a:4222,,nats://b:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://a:4222,,nats://b:4222": empty URL in list`},
+		},
+		{
+			name: "nats url mixing websocket",
+			yaml: "nats:\n  url: nats://a:4222,ws://b:8080\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{"nats.url: cannot mix websocket"},
+		},
+		{
+			name: "nats url missing host",
+			yaml: "nats:\n  url: nats://:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://:4222": missing host`},
+		},
+		{
+			name: "log level and format",
+			yaml: base + oneCluster + "log:\n  level: verbose\n  format: text\n",
+			want: []string{
+				`log.level: unknown level "verbose" (want debug, info, warn or error)`,
+				`log.format: unknown format "text" (want json or console)`,
+			},
+		},
+		{
+			name: "http listen",
+			yaml: base + oneCluster + "http:\n  listen: localhost\n",
+			want: []string{`http.listen: "localhost": want host:port`},
+		},
+		{
+			name: "http listen port",
+			yaml: base + oneCluster + "http:\n  listen: :http\n",
+			want: []string{`http.listen: ":http": bad port "http"`},
+		},
+		{
+			name: "lock zookeeper required",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\n" + oneCluster,
+			want: []string{"lock.zookeeper: required"},
+		},
+		{
+			name: "lock zookeeper bad",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181/\n" + oneCluster,
+			want: []string{`lock.zookeeper: "127.0.0.1:2181/": chroot "/": must name a znode below '/'`},
+		},
+		{
+			name: "lock root",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n  root: kafkamender/locks/\n" + oneCluster,
+			want: []string{`lock.root: "kafkamender/locks/": must start with '/'`},
+		},
+		{
+			name: "negative timeouts",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n  session_timeout: -1s\n  acquire_timeout: -5m\n" + oneCluster,
+			want: []string{"lock.session_timeout: must be positive, got -1s", "lock.acquire_timeout: must be positive, got -5m0s"},
+		},
+		{
+			name: "no clusters",
+			yaml: base,
+			want: []string{"clusters: must define at least one cluster"},
+		},
+		{
+			name: "empty clusters",
+			yaml: base + "clusters: {}\n",
+			want: []string{"clusters: must define at least one cluster"},
+		},
+		{
+			name: "cluster name not a subject token",
+			yaml: base + `
+clusters:
+  prod.eu:
+    bootstrap_servers: [127.0.0.1:19092]
+  "a b":
+    bootstrap_servers: [127.0.0.1:19092]
+`,
+			want: []string{
+				`clusters: bad cluster name "a b": must be usable as a NATS subject token (letters, digits, '-' or '_')`,
+				`clusters: bad cluster name "prod.eu"`,
+			},
+		},
+		{
+			name: "cluster with nothing",
+			yaml: base + "clusters:\n  local:\n",
+			want: []string{"clusters.local.bootstrap_servers: must list at least one broker"},
+		},
+		{
+			name: "no brokers",
+			yaml: base + "clusters:\n  local:\n    bootstrap_servers: []\n",
+			want: []string{"clusters.local.bootstrap_servers: must list at least one broker"},
+		},
+		{
+			name: "bad brokers",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1, "127.0.0.1:abc", ":9092", "127.0.0.1:0", "127.0.0.1:70000", "[::1]:9092", 127.0.0.1:19092, 127.0.0.1:19092]
+`,
+			want: []string{
+				`clusters.local.bootstrap_servers[0]: "127.0.0.1": want host:port`,
+				`clusters.local.bootstrap_servers[1]: "127.0.0.1:abc": bad port "abc"`,
+				`clusters.local.bootstrap_servers[2]: ":9092": missing host`,
+				`clusters.local.bootstrap_servers[3]: "127.0.0.1:0": bad port "0"`,
+				`clusters.local.bootstrap_servers[4]: "127.0.0.1:70000": bad port "70000"`,
+				`clusters.local.bootstrap_servers[7]: "127.0.0.1:19092": listed twice (also [6])`,
+			},
+		},
+		{
+			name: "cluster zookeeper bad port",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+    zookeeper: 127.0.0.1:abc/kafka
+`,
+			want: []string{`clusters.local.zookeeper: "127.0.0.1:abc/kafka": bad port "abc"`},
+		},
+		{
+			name: "unknown strategy",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+    strategy: foo
+`,
+			want: []string{`clusters.local.strategy: unknown strategy "foo" (want auto, api, zk-reassign or zk-nudge)`},
+		},
+		{
+			name: "zk strategy without zookeeper",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+    strategy: zk-nudge
+`,
+			want: []string{"clusters.local.zookeeper: required by strategy zk-nudge"},
+		},
+		{
+			name: "every problem at once",
+			yaml: "clusters:\n  local:\n    strategy: foo\nlog:\n  level: loud\n",
+			want: []string{
+				"nats.url: required",
+				"lock.zookeeper: required",
+				"log.level: unknown level",
+				"clusters.local.bootstrap_servers: must list at least one broker",
+				"clusters.local.strategy: unknown strategy",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Parse([]byte(tt.yaml))
+			if err == nil {
+				t.Fatalf("Parse succeeded (%+v), want an error containing %q", cfg, tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error:\n%v\nwant it to contain:\n%s", err, w)
+				}
+			}
+			if got, want := strings.Count(err.Error(), "\n")+1, len(tt.want); got != want {
+				t.Errorf("error has %d lines, want %d:\n%v", got, want, err)
+			}
+		})
+	}
+}
+
+func TestParseValidVariants(t *testing.T) {
+	tests := []struct{ name, yaml string }{
+		{"ipv6 broker and listen on all interfaces", base + "http:\n  listen: \":0\"\n" + `
+clusters:
+  local:
+    bootstrap_servers: ["[::1]:9092"]
+`},
+		{"zk strategy with zookeeper", base + `
+clusters:
+  legacy:
+    bootstrap_servers: [kafka-1.example.com:9092]
+    zookeeper: zk1:2181,zk2:2181,zk3:2181/kafka/legacy
+    strategy: zk-reassign
+`},
+		{"several nats urls", "nats:\n  url: nats://a:4222, tls://b:4443,nats://c\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := Parse([]byte(tt.yaml)); err != nil {
+				t.Errorf("Parse: %v", err)
+			}
+		})
+	}
+}
+
+func TestValidateAfterChange(t *testing.T) {
+	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Clusters["local"].Strategy = "zk-magic"
+	err = cfg.Validate()
+	if err == nil || !strings.Contains(err.Error(), `clusters.local.strategy: unknown strategy "zk-magic"`) {
+		t.Errorf("Validate() = %v", err)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	dir := t.TempDir()
+
+	_, err := Load(filepath.Join(dir, "missing.yaml"))
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("Load(missing) = %v, want os.ErrNotExist", err)
+	}
+
+	one := filepath.Join(dir, "one.yaml")
+	writeFile(t, one, base)
+	_, err = Load(one)
+	if err == nil || err.Error() != "config "+one+": clusters: must define at least one cluster" {
+		t.Errorf("Load(one problem) = %v", err)
+	}
+
+	two := filepath.Join(dir, "two.yaml")
+	writeFile(t, two, "lock:\n  zookeeper: 127.0.0.1:2181\n")
+	_, err = Load(two)
+	want := "config " + two + ": 2 problems:\n  nats.url: required\n  clusters: must define at least one cluster"
+	if err == nil || err.Error() != want {
+		t.Errorf("Load(two problems) =\n%v\nwant\n%s", err, want)
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseZKConnect(t *testing.T) {
+	tests := []struct {
+		in      string
+		servers []string
+		chroot  string
+		err     string
+	}{
+		{in: "127.0.0.1:2181", servers: []string{"127.0.0.1:2181"}},
+		{in: "127.0.0.1:2181/kafka", servers: []string{"127.0.0.1:2181"}, chroot: "/kafka"},
+		{in: "zk1:2181,zk2:2182,zk3:2183/a/b-c", servers: []string{"zk1:2181", "zk2:2182", "zk3:2183"}, chroot: "/a/b-c"},
+		{in: "[::1]:2181/kafka", servers: []string{"[::1]:2181"}, chroot: "/kafka"},
+		{in: "", err: "empty connect string"},
+		{in: "/kafka", err: `"/kafka": no servers`},
+		{in: "zk1", err: `"zk1": server "zk1": want host:port`},
+		{in: "zk1/kafka", err: `"zk1/kafka": server "zk1": want host:port`},
+		{in: "127.0.0.1:abc/kafka", err: `"127.0.0.1:abc/kafka": bad port "abc"`},
+		{in: "zk1:0", err: `"zk1:0": bad port "0"`},
+		{in: ":2181", err: `":2181": server ":2181": missing host`},
+		{in: "zk1:2181,,zk2:2181", err: `"zk1:2181,,zk2:2181": empty server in list`},
+		{in: "zk1:2181,", err: `empty server in list`},
+		{in: "zk1:2181/", err: `"zk1:2181/": chroot "/": must name a znode below '/'`},
+		{in: "zk1:2181/kafka/", err: `chroot "/kafka/": must not end with '/'`},
+		{in: "zk1:2181/a//b", err: `chroot "/a//b": empty path segment`},
+		{in: "zk1:2181/a/../b", err: `chroot "/a/../b": relative path segment ".."`},
+		{in: "zk1:2181/a/./b", err: `relative path segment "."`},
+	}
+	for _, tt := range tests {
+		servers, chroot, err := ParseZKConnect(tt.in)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("ParseZKConnect(%q) error = %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("ParseZKConnect(%q): %v", tt.in, err)
+			continue
+		}
+		if !reflect.DeepEqual(servers, tt.servers) || chroot != tt.chroot {
+			t.Errorf("ParseZKConnect(%q) = %q, %q; want %q, %q", tt.in, servers, chroot, tt.servers, tt.chroot)
+		}
+	}
+}

@@ -1,0 +1,290 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/nats-io/nats.go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kzap"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/config"
+)
+
+// natsDrainTimeout bounds the drain of the NATS connection at shutdown.
+const natsDrainTimeout = 10 * time.Second
+
+// natsConn is the worker's NATS connection.
+type natsConn struct {
+	conn   *nats.Conn
+	closed chan struct{} // closed by the client once the connection is closed
+}
+
+// connectNATS connects to NATS. A server that is down is not an error: the
+// client keeps retrying, for ever, and reports to dep as it goes. Only an
+// unusable URL or option fails.
+func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *dependency) (*natsConn, error) {
+	logger = logger.Named("nats")
+	nc := &natsConn{closed: make(chan struct{})}
+	var closeOnce sync.Once
+	opts := []nats.Option{
+		nats.Name("kafkamender-worker " + cfg.Worker.ID),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.DrainTimeout(natsDrainTimeout),
+		nats.ConnectHandler(func(c *nats.Conn) {
+			logger.Debug("nats connected", zap.String("server", c.ConnectedUrlRedacted()))
+			h.set(dep, "connected to "+c.ConnectedUrlRedacted(), nil)
+		}),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if h.isStopping() {
+				return // we are closing it
+			}
+			if err == nil {
+				err = errors.New("disconnected")
+			} else {
+				err = fmt.Errorf("disconnected: %w", err)
+			}
+			logger.Warn("nats disconnected", zap.Error(err))
+			h.set(dep, "", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			logger.Debug("nats reconnected", zap.String("server", c.ConnectedUrlRedacted()))
+			h.set(dep, "connected to "+c.ConnectedUrlRedacted(), nil)
+		}),
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			logger.Debug("nats reconnect attempt failed", zap.Error(err))
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			fields := []zap.Field{zap.Error(err)}
+			if sub != nil {
+				fields = append(fields, zap.String("subject", sub.Subject))
+			}
+			logger.Error("nats asynchronous error", fields...)
+		}),
+		nats.ClosedHandler(func(*nats.Conn) {
+			closeOnce.Do(func() { close(nc.closed) })
+		}),
+	}
+	conn, err := nats.Connect(cfg.NATS.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURLs(cfg.NATS.URL), err)
+	}
+	nc.conn = conn
+	return nc, nil
+}
+
+// probe reports whether the connection is up; its last error otherwise.
+func (nc *natsConn) probe(context.Context) (string, error) {
+	if nc.conn.IsConnected() {
+		return "connected to " + nc.conn.ConnectedUrlRedacted(), nil
+	}
+	status := strings.ToLower(nc.conn.Status().String())
+	if err := nc.conn.LastError(); err != nil {
+		return "", fmt.Errorf("%s: %w", status, err)
+	}
+	return "", fmt.Errorf("not connected (%s)", status)
+}
+
+// drain lets in-flight messages finish, closes the connection and waits for
+// it to be closed, at most until ctx is done.
+func (nc *natsConn) drain(ctx context.Context) error {
+	if err := nc.conn.Drain(); err != nil {
+		// Drain refuses a connection that is not connected; it closes it
+		// instead, which is all there is to do.
+		if !errors.Is(err, nats.ErrConnectionReconnecting) && !errors.Is(err, nats.ErrConnectionClosed) {
+			nc.conn.Close()
+			return fmt.Errorf("drain nats: %w", err)
+		}
+	}
+	select {
+	case <-nc.closed:
+		return nil
+	case <-ctx.Done():
+		nc.conn.Close()
+		return fmt.Errorf("drain nats: %w", ctx.Err())
+	}
+}
+
+// redactURLs hides the passwords of a comma-separated list of URLs.
+func redactURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
+			parts[i] = u.Redacted()
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// kafkaCluster is the worker's connection to one Kafka cluster.
+type kafkaCluster struct {
+	cfg    *config.Cluster
+	client *kgo.Client
+	admin  *kadm.Client
+	zk     *zkConn // the cluster's own ZooKeeper; nil when not configured
+}
+
+// newKafkaCluster builds the clients of one cluster. franz-go dials lazily,
+// so a cluster that is down does not fail this; the first probe says so.
+func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, error) {
+	client, err := kgo.NewClient(
+		kgo.SeedBrokers(cl.BootstrapServers...),
+		kgo.ClientID("kafkamender"),
+		kgo.WithLogger(kzap.New(logger.Named("kafka").With(zap.String("cluster", cl.Name)))),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client for cluster %s: %w", cl.Name, err)
+	}
+	return &kafkaCluster{cfg: cl, client: client, admin: kadm.NewClient(client)}, nil
+}
+
+// probe asks the cluster for its brokers and controller.
+func (kc *kafkaCluster) probe(ctx context.Context) (string, error) {
+	md, err := kc.admin.BrokerMetadata(ctx)
+	if err != nil {
+		return "", fmt.Errorf("broker metadata: %w", err)
+	}
+	return fmt.Sprintf("cluster id %s, %d brokers, controller %d", md.Cluster, len(md.Brokers), md.Controller), nil
+}
+
+// zkConn is a ZooKeeper connection and its chroot, which the client library
+// does not handle: users of the connection prefix their paths with it.
+type zkConn struct {
+	conn    *zk.Conn
+	servers []string
+	chroot  string
+}
+
+// connectZK starts a ZooKeeper session in the background: zk.Connect
+// returns at once and keeps trying. Session changes are logged and reported
+// to dep; the library's own messages, which are then only about problems,
+// are logged as warnings.
+func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger, h *health, dep *dependency) (*zkConn, error) {
+	servers, chroot, err := config.ParseZKConnect(connect)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
+	}
+	var (
+		mu         sync.Mutex
+		hadSession bool
+	)
+	onEvent := func(ev zk.Event) {
+		if ev.Type != zk.EventSession || h.isStopping() {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		switch ev.State {
+		case zk.StateHasSession:
+			hadSession = true
+			logger.Debug("zookeeper session established", zap.String("server", ev.Server))
+			h.set(dep, "session on "+ev.Server, nil)
+		case zk.StateExpired:
+			hadSession = false
+			logger.Warn("zookeeper session expired", zap.String("server", ev.Server))
+			h.set(dep, "", errors.New("session expired"))
+		case zk.StateAuthFailed:
+			logger.Error("zookeeper authentication failed", zap.String("server", ev.Server))
+			h.set(dep, "", errors.New("authentication failed"))
+		case zk.StateDisconnected:
+			if hadSession {
+				hadSession = false
+				logger.Warn("zookeeper connection lost", zap.String("server", ev.Server))
+				h.set(dep, "", errors.New("connection lost"))
+			}
+		}
+	}
+	conn, _, err := zk.Connect(servers, sessionTimeout,
+		zk.WithLogger(zkLogger{logger}),
+		zk.WithLogInfo(false),
+		zk.WithEventCallback(onEvent),
+		zk.WithHostProvider(&staticHostProvider{}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
+	}
+	return &zkConn{conn: conn, servers: servers, chroot: chroot}, nil
+}
+
+// probe reports whether the connection has a session, waiting for one until
+// ctx is done: a session being (re)established is not yet a failure.
+func (z *zkConn) probe(ctx context.Context) (string, error) {
+	const poll = 50 * time.Millisecond
+	for {
+		st := z.conn.State()
+		if st == zk.StateHasSession {
+			return fmt.Sprintf("session 0x%x on %s", z.conn.SessionID(), z.conn.Server()), nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no session (%s)", strings.ToLower(strings.TrimPrefix(st.String(), "State")))
+		case <-time.After(poll):
+		}
+	}
+}
+
+// zkLogger routes go-zookeeper's log lines into zap.
+type zkLogger struct{ logger *zap.Logger }
+
+func (l zkLogger) Printf(format string, args ...any) {
+	l.logger.Warn(fmt.Sprintf(format, args...))
+}
+
+// staticHostProvider hands out the configured servers round-robin and
+// leaves name resolution to each dial. go-zookeeper's default provider
+// resolves every name once, in zk.Connect, and fails it if one name does not
+// resolve; with this one a ZooKeeper whose name does not resolve yet is just
+// a server that is down.
+type staticHostProvider struct {
+	mu      sync.Mutex
+	servers []string
+	curr    int
+	last    int
+}
+
+var _ zk.HostProvider = (*staticHostProvider)(nil)
+
+func (p *staticHostProvider) Init(servers []string) error {
+	if len(servers) == 0 {
+		return errors.New("no zookeeper servers")
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.servers = append([]string(nil), servers...)
+	p.curr, p.last = -1, -1
+	return nil
+}
+
+func (p *staticHostProvider) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.servers)
+}
+
+// Next returns the next server; retryStart is true once every server has
+// been tried since the last successful connection.
+func (p *staticHostProvider) Next() (server string, retryStart bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.curr = (p.curr + 1) % len(p.servers)
+	retryStart = p.curr == p.last
+	if p.last == -1 {
+		p.last = 0
+	}
+	return p.servers[p.curr], retryStart
+}
+
+func (p *staticHostProvider) Connected() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last = p.curr
+}

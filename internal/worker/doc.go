@@ -1,0 +1,43 @@
+// Package worker is the kafkamender worker runtime: it owns the process's
+// connections and serves its health and metrics.
+//
+// A [Worker] is built from a validated configuration, a logger and a
+// Prometheus registry by [New], which does no I/O. [Worker.Run] then
+//
+//   - binds the HTTP listener (a busy port fails Run at once),
+//   - connects to NATS, to every configured Kafka cluster (a franz-go client
+//     and its kadm admin client), to each cluster's own ZooKeeper when one is
+//     configured, and to the ZooKeeper that holds kafkamender's locks,
+//   - probes every dependency at once and then every 10s, and
+//   - serves /healthz, /readyz and /metrics until its context is cancelled,
+//     then shuts down and returns nil.
+//
+// Only configuration mistakes fail Run at startup: a server that is down is
+// not one. The NATS client retries its first connection and reconnects for
+// ever, the Kafka clients dial on first use, and the ZooKeeper clients keep
+// trying in the background; until a dependency answers, the worker is simply
+// not ready.
+//
+// Readiness (/readyz answers 200, else 503) means: NATS is connected, every
+// Kafka cluster answered its last metadata probe, the lock ZooKeeper has a
+// session, and so does the ZooKeeper of every cluster whose strategy cannot
+// work without it (zk-reassign, zk-nudge). A cluster ZooKeeper that is only
+// optional is probed and reported but does not gate readiness. /readyz always
+// returns a JSON body that lists each dependency's state, the detail of its
+// last good probe and its last error; /healthz answers 200 for as long as the
+// process serves HTTP.
+//
+// Metrics, registered on the registry given to New:
+//
+//	kafkamender_build_info{version}                     1
+//	kafkamender_dependency_up{kind, name}              1 when the last probe succeeded, else 0
+//
+// kind is kafka, zookeeper or nats. name is the cluster name for kafka and
+// for a cluster's ZooKeeper, "@lock" for the lock ZooKeeper ('@' cannot occur
+// in a cluster name), and "nats" for NATS.
+//
+// Shutdown, when the context given to Run is cancelled: /readyz turns 503,
+// the prober stops, the HTTP server gets a deadline to finish its requests,
+// then the Kafka and ZooKeeper clients are closed and the NATS connection is
+// drained, and Run logs "stopped".
+package worker

@@ -1,0 +1,240 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+)
+
+// Dependency kinds, the kind label of kafkamender_dependency_up.
+const (
+	kindKafka     = "kafka"
+	kindZooKeeper = "zookeeper"
+	kindNATS      = "nats"
+)
+
+// probeFunc checks one dependency. It returns a short description of what it
+// saw when the dependency is up.
+type probeFunc func(ctx context.Context) (detail string, err error)
+
+// dependency is one server the worker relies on, and what its probes saw.
+type dependency struct {
+	kind     string
+	name     string
+	required bool // gates readiness
+	probe    probeFunc
+
+	// Guarded by health.mu.
+	checked   bool
+	up        bool
+	detail    string
+	since     time.Time // when up last changed
+	checkedAt time.Time
+	lastErr   string
+	lastErrAt time.Time
+}
+
+// health tracks the state of every dependency, exports it as metrics and
+// answers /readyz.
+type health struct {
+	worker string
+	logger *zap.Logger
+	upVec  *prometheus.GaugeVec
+	now    func() time.Time
+
+	mu       sync.Mutex
+	deps     []*dependency
+	stopping bool
+}
+
+func newHealth(worker string, logger *zap.Logger, reg prometheus.Registerer) (*health, error) {
+	upVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kafkamender_dependency_up",
+		Help: "Whether the last probe of a dependency succeeded (1) or not (0).",
+	}, []string{"kind", "name"})
+	if err := reg.Register(upVec); err != nil {
+		return nil, err
+	}
+	return &health{worker: worker, logger: logger, upVec: upVec, now: time.Now}, nil
+}
+
+// add registers a dependency, down until its first successful probe.
+func (h *health) add(kind, name string, required bool, probe probeFunc) *dependency {
+	d := &dependency{kind: kind, name: name, required: required, probe: probe}
+	h.mu.Lock()
+	h.deps = append(h.deps, d)
+	h.mu.Unlock()
+	h.upVec.WithLabelValues(kind, name).Set(0)
+	return d
+}
+
+// set records the outcome of a probe of d, or of an event that says as much
+// (a NATS disconnect, a ZooKeeper session change), and logs state changes.
+//
+// Once the worker is stopping, set does nothing: closing the clients makes
+// every dependency look down, and that is neither news nor worth a warning.
+func (h *health) set(d *dependency, detail string, err error) {
+	now := h.now()
+	h.mu.Lock()
+	if h.stopping {
+		h.mu.Unlock()
+		return
+	}
+	wasChecked, wasUp := d.checked, d.up
+	d.checked, d.up, d.checkedAt = true, err == nil, now
+	if err == nil {
+		d.detail = detail
+	} else {
+		d.lastErr, d.lastErrAt = err.Error(), now
+	}
+	changed := !wasChecked || wasUp != d.up
+	if changed {
+		d.since = now
+	}
+	h.mu.Unlock()
+
+	if err == nil {
+		h.upVec.WithLabelValues(d.kind, d.name).Set(1)
+	} else {
+		h.upVec.WithLabelValues(d.kind, d.name).Set(0)
+	}
+	fields := []zap.Field{zap.String("kind", d.kind), zap.String("name", d.name)}
+	switch {
+	case changed && err == nil:
+		h.logger.Info("dependency up", append(fields, zap.String("detail", detail))...)
+	case changed:
+		h.logger.Warn("dependency down", append(fields, zap.Error(err))...)
+	case err != nil:
+		h.logger.Debug("dependency still down", append(fields, zap.Error(err))...)
+	}
+}
+
+// probeAll runs every probe concurrently, each bounded by timeout, and
+// returns when all have finished.
+func (h *health) probeAll(ctx context.Context, timeout time.Duration) {
+	h.mu.Lock()
+	deps := append([]*dependency(nil), h.deps...)
+	h.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for _, d := range deps {
+		if d.probe == nil {
+			continue
+		}
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			detail, err := d.probe(pctx)
+			if ctx.Err() != nil {
+				return // shutting down: the outcome means nothing
+			}
+			h.set(d, detail, err)
+		})
+	}
+	wg.Wait()
+}
+
+// runProbes probes at once, then every interval, until ctx is done.
+func (h *health) runProbes(ctx context.Context, interval, timeout time.Duration) {
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		h.probeAll(ctx, timeout)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// setStopping makes the worker not ready, for good.
+func (h *health) setStopping() {
+	h.mu.Lock()
+	h.stopping = true
+	h.mu.Unlock()
+}
+
+// isStopping reports whether setStopping was called.
+func (h *health) isStopping() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stopping
+}
+
+// readiness is the body of /readyz.
+type readiness struct {
+	Ready        bool              `json:"ready"`
+	Stopping     bool              `json:"stopping,omitempty"`
+	Worker       string            `json:"worker"`
+	Dependencies []dependencyState `json:"dependencies"`
+}
+
+type dependencyState struct {
+	Kind        string    `json:"kind"`
+	Name        string    `json:"name"`
+	Required    bool      `json:"required"`
+	State       string    `json:"state"`          // up, down, or unknown before the first probe
+	Since       time.Time `json:"since,omitzero"` // when State last changed
+	CheckedAt   time.Time `json:"checked_at,omitzero"`
+	Detail      string    `json:"detail,omitempty"` // from the last successful probe
+	LastError   string    `json:"last_error,omitempty"`
+	LastErrorAt time.Time `json:"last_error_at,omitzero"`
+}
+
+func (h *health) report() readiness {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := readiness{
+		Ready:        !h.stopping,
+		Stopping:     h.stopping,
+		Worker:       h.worker,
+		Dependencies: make([]dependencyState, 0, len(h.deps)),
+	}
+	for _, d := range h.deps {
+		s := dependencyState{
+			Kind:        d.kind,
+			Name:        d.name,
+			Required:    d.required,
+			State:       "unknown",
+			Since:       d.since,
+			CheckedAt:   d.checkedAt,
+			Detail:      d.detail,
+			LastError:   d.lastErr,
+			LastErrorAt: d.lastErrAt,
+		}
+		switch {
+		case d.checked && d.up:
+			s.State = "up"
+		case d.checked:
+			s.State = "down"
+		}
+		if d.required && s.State != "up" {
+			r.Ready = false
+		}
+		r.Dependencies = append(r.Dependencies, s)
+	}
+	return r
+}
+
+func (h *health) serveReadyz(w http.ResponseWriter, _ *http.Request) {
+	r := h.report()
+	body, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	if r.Ready {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_, _ = w.Write(append(body, '\n'))
+}

@@ -1,0 +1,284 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/config"
+)
+
+// Timings of the prober and of shutdown.
+const (
+	probeInterval   = 10 * time.Second
+	probeTimeout    = 5 * time.Second
+	shutdownTimeout = 10 * time.Second
+)
+
+// lockZKName is the name label of the lock ZooKeeper; '@' cannot occur in a
+// cluster name, so it never clashes with a cluster's ZooKeeper.
+const lockZKName = "@lock"
+
+// Worker is one kafkamender worker process.
+type Worker struct {
+	cfg      *config.Config
+	logger   *zap.Logger
+	registry *prometheus.Registry
+	version  string
+	health   *health
+
+	probeInterval   time.Duration
+	probeTimeout    time.Duration
+	shutdownTimeout time.Duration
+
+	started atomic.Bool
+	addr    atomic.Pointer[string]
+}
+
+// New builds a worker. It validates cfg, which must come from config.Load or
+// config.Parse (they apply the defaults), and registers the worker's metrics
+// on registry, which /metrics then serves; it does no I/O.
+func New(cfg *config.Config, logger *zap.Logger, registry *prometheus.Registry) (*Worker, error) {
+	if cfg == nil || logger == nil || registry == nil {
+		return nil, errors.New("new worker: config, logger and registry are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("new worker: %w", err)
+	}
+	version := buildVersion()
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "kafkamender_build_info",
+		Help:        "Always 1; the version label says which build runs.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	if err := registry.Register(buildInfo); err != nil {
+		return nil, fmt.Errorf("new worker: register kafkamender_build_info: %w", err)
+	}
+	buildInfo.Set(1)
+	h, err := newHealth(cfg.Worker.ID, logger, registry)
+	if err != nil {
+		return nil, fmt.Errorf("new worker: register kafkamender_dependency_up: %w", err)
+	}
+	return &Worker{
+		cfg:             cfg,
+		logger:          logger,
+		registry:        registry,
+		version:         version,
+		health:          h,
+		probeInterval:   probeInterval,
+		probeTimeout:    probeTimeout,
+		shutdownTimeout: shutdownTimeout,
+	}, nil
+}
+
+// buildVersion returns the main module's version as the go command stamped
+// it: a tag or pseudo-version, or "(devel)" for a build from a work tree.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "unknown"
+}
+
+// Addr returns the address the HTTP server listens on, or "" before Run has
+// bound it. With http.listen set to port 0 it tells which port was picked.
+func (w *Worker) Addr() string {
+	if a := w.addr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// Run connects, serves and probes until ctx is cancelled, then shuts down
+// and returns nil. It returns an error when it cannot start (the HTTP
+// address is unusable, a client cannot be built) or when the HTTP server
+// fails. A Worker runs once.
+func (w *Worker) Run(ctx context.Context) (err error) {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("run worker: already started")
+	}
+	cfg, logger := w.cfg, w.logger
+
+	ln, err := net.Listen("tcp", cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.HTTP.Listen, err)
+	}
+	addr := ln.Addr().String()
+	w.addr.Store(&addr)
+
+	deps, err := w.connect()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.shutdownTimeout)
+		defer cancel()
+		if cerr := deps.close(closeCtx); cerr != nil {
+			logger.Warn("closing clients", zap.Error(cerr))
+		}
+		logger.Info("stopped")
+	}()
+
+	w.logStartup(addr)
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = rw.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", w.health.serveReadyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(w.registry, promhttp.HandlerOpts{
+		Registry:      w.registry,
+		ErrorLog:      zap.NewStdLog(logger.Named("metrics")),
+		ErrorHandling: promhttp.ContinueOnError,
+	}))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          zap.NewStdLog(logger.Named("http")),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	probesDone := make(chan struct{})
+	go func() {
+		defer close(probesDone)
+		w.health.runProbes(probeCtx, w.probeInterval, w.probeTimeout)
+	}()
+
+	select {
+	case <-ctx.Done():
+		logger.Info("stopping", zap.NamedError("reason", context.Cause(ctx)))
+	case err = <-serveErr:
+		err = fmt.Errorf("serve http on %s: %w", addr, err)
+		logger.Error("http server failed, stopping", zap.Error(err))
+	}
+
+	w.health.setStopping()
+	stopProbes()
+	<-probesDone
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.shutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		logger.Warn("http server shutdown", zap.Error(serr))
+		_ = srv.Close()
+	}
+	return err
+}
+
+// clients is everything Run connects to, for closing.
+type clients struct {
+	nats     *natsConn
+	clusters []*kafkaCluster
+	lockZK   *zkConn
+}
+
+// connect builds every client and registers its dependency. On error it
+// closes what it had built.
+func (w *Worker) connect() (_ *clients, err error) {
+	cfg, logger, h := w.cfg, w.logger, w.health
+	c := &clients{}
+	defer func() {
+		if err != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), w.shutdownTimeout)
+			defer cancel()
+			_ = c.close(ctx)
+		}
+	}()
+
+	natsDep := h.add(kindNATS, "nats", true, nil)
+	c.nats, err = connectNATS(cfg, logger, h, natsDep)
+	if err != nil {
+		return c, err
+	}
+	natsDep.probe = c.nats.probe
+
+	lockDep := h.add(kindZooKeeper, lockZKName, true, nil)
+	c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout,
+		logger.Named("zookeeper").With(zap.String("zookeeper", lockZKName)), h, lockDep)
+	if err != nil {
+		return c, fmt.Errorf("lock %w", err)
+	}
+	lockDep.probe = c.lockZK.probe
+
+	for _, name := range cfg.ClusterNames() {
+		cl := cfg.Clusters[name]
+		kc, err := newKafkaCluster(cl, logger)
+		if err != nil {
+			return c, err
+		}
+		c.clusters = append(c.clusters, kc)
+		h.add(kindKafka, name, true, kc.probe)
+		if cl.ZooKeeper == "" {
+			continue
+		}
+		zkDep := h.add(kindZooKeeper, name, cl.Strategy.NeedsZooKeeper(), nil)
+		kc.zk, err = connectZK(cl.ZooKeeper, cfg.Lock.SessionTimeout,
+			logger.Named("zookeeper").With(zap.String("cluster", name)), h, zkDep)
+		if err != nil {
+			return c, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		zkDep.probe = kc.zk.probe
+	}
+	return c, nil
+}
+
+// close closes the Kafka and ZooKeeper clients, then drains NATS.
+func (c *clients) close(ctx context.Context) error {
+	for _, kc := range c.clusters {
+		kc.client.Close()
+		if kc.zk != nil {
+			kc.zk.conn.Close()
+		}
+	}
+	if c.lockZK != nil {
+		c.lockZK.conn.Close()
+	}
+	if c.nats != nil {
+		return c.nats.drain(ctx)
+	}
+	return nil
+}
+
+// clusterSummary is how the startup log shows a cluster.
+type clusterSummary struct {
+	Name             string   `json:"name"`
+	BootstrapServers []string `json:"bootstrap_servers"`
+	ZooKeeper        string   `json:"zookeeper,omitempty"`
+	Strategy         string   `json:"strategy"`
+}
+
+func (w *Worker) logStartup(addr string) {
+	cfg := w.cfg
+	clusters := make([]clusterSummary, 0, len(cfg.Clusters))
+	for _, name := range cfg.ClusterNames() {
+		cl := cfg.Clusters[name]
+		clusters = append(clusters, clusterSummary{
+			Name:             name,
+			BootstrapServers: cl.BootstrapServers,
+			ZooKeeper:        cl.ZooKeeper,
+			Strategy:         string(cl.Strategy),
+		})
+	}
+	w.logger.Info("kafkamender worker started",
+		zap.String("worker", cfg.Worker.ID),
+		zap.String("version", w.version),
+		zap.String("http", addr),
+		zap.String("nats", redactURLs(cfg.NATS.URL)),
+		zap.String("lock_zookeeper", cfg.Lock.ZooKeeper),
+		zap.String("lock_root", cfg.Lock.Root),
+		zap.Any("clusters", clusters),
+	)
+}
