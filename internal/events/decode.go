@@ -1,0 +1,479 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// DefaultMaxBytes is the largest event body accepted. Requests are small; a larger body is
+// a mistake or an attack, and is rejected before it is parsed.
+const DefaultMaxBytes = 1 << 20
+
+// Event is a decoded and validated event.
+type Event struct {
+	Envelope
+	// Cluster and Type come from the subject (and were checked against the envelope).
+	Cluster string
+	// Payload is *BrokerOverloaded, *ReplicaChange or *LogDirMove, by Type.
+	Payload any
+}
+
+// Expired reports whether the event carries an expiresat that has passed.
+func (e *Event) Expired(now time.Time) bool {
+	return !e.ExpiresAt.IsZero() && now.After(e.ExpiresAt)
+}
+
+// DryRun reports whether the request asks only for the plan.
+func (e *Event) DryRun() bool {
+	switch p := e.Payload.(type) {
+	case *BrokerOverloaded:
+		return p.DryRun
+	case *ReplicaChange:
+		return p.DryRun
+	case *LogDirMove:
+		return p.DryRun
+	}
+	return false
+}
+
+// BrokerOverloaded is the data of a broker-overloaded event.
+type BrokerOverloaded struct {
+	Cluster       string   `json:"cluster,omitempty"`
+	Broker        *int32   `json:"broker"`
+	Topics        []string `json:"topics,omitempty"`
+	ExcludeTopics []string `json:"exclude_topics,omitempty"`
+	MaxPartitions int      `json:"max_partitions,omitempty"`
+	DemoteToEnd   bool     `json:"demote_to_end,omitempty"`
+	DryRun        bool     `json:"dry_run,omitempty"`
+	Reason        string   `json:"reason,omitempty"`
+}
+
+// ReplicaChange is the data of a replica-change-requested event: exactly one of
+// PreferredLeader and ReplicationFactor is set.
+type ReplicaChange struct {
+	Cluster             string   `json:"cluster,omitempty"`
+	Topic               string   `json:"topic"`
+	Partitions          []int32  `json:"partitions,omitempty"`
+	PreferredLeader     *int32   `json:"preferred_leader,omitempty"`
+	ReplicationFactor   *int     `json:"replication_factor,omitempty"`
+	Strategy            string   `json:"strategy,omitempty"`
+	ThrottleBytesPerSec int64    `json:"throttle_bytes_per_sec,omitempty"`
+	Timeout             Duration `json:"timeout,omitzero"`
+	DryRun              bool     `json:"dry_run,omitempty"`
+	Reason              string   `json:"reason,omitempty"`
+}
+
+// LogDirMove is the data of a logdir-move-requested event.
+type LogDirMove struct {
+	Cluster             string `json:"cluster,omitempty"`
+	Broker              *int32 `json:"broker"`
+	Topic               string `json:"topic,omitempty"`
+	Partition           *int32 `json:"partition,omitempty"`
+	FromDir             string `json:"from_dir,omitempty"`
+	ToDir               string `json:"to_dir,omitempty"`
+	ThrottleBytesPerSec int64  `json:"throttle_bytes_per_sec,omitempty"`
+	DryRun              bool   `json:"dry_run,omitempty"`
+	Reason              string `json:"reason,omitempty"`
+}
+
+// Duration is a Go duration written as a string ("90s", "15m").
+type Duration struct{ time.Duration }
+
+func (d Duration) IsZero() bool { return d.Duration == 0 }
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string such as \"15m\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration (e.g. \"90s\", \"15m\")", s)
+	}
+	if v <= 0 {
+		return fmt.Errorf("%q: must be positive", s)
+	}
+	d.Duration = v
+	return nil
+}
+
+// Header is the part of a NATS message header the decoder reads (nats.Header fits).
+type Header interface{ Get(key string) string }
+
+// DecodeOptions configures Decode.
+type DecodeOptions struct {
+	// Clusters are the cluster names the worker knows; an event for another is rejected.
+	Clusters []string
+	// MaxBytes bounds the body. Default DefaultMaxBytes.
+	MaxBytes int
+}
+
+// Rejection is a decoding or validation failure: the event is invalid and will never be
+// acted on. It carries what could be read of the event, so the result can name it.
+type Rejection struct {
+	ID, Type, Cluster string
+	Err               error
+}
+
+func (r *Rejection) Error() string { return r.Err.Error() }
+func (r *Rejection) Unwrap() error { return r.Err }
+
+// Decode reads an event from a NATS message on subject: structured mode (the body is the
+// CloudEvents JSON envelope), or binary mode (ce- headers carry the attributes and the
+// body is the data). Every problem found is reported, each naming its field; the error is
+// always a *Rejection.
+func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, error) {
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = DefaultMaxBytes
+	}
+	rej := &Rejection{}
+	fail := func(errs ...error) (*Event, error) {
+		rej.Err = errors.Join(errs...)
+		return nil, rej
+	}
+	cluster, typ, err := parseSubject(subject)
+	rej.Cluster, rej.Type = cluster, typ
+	if err != nil {
+		return fail(err)
+	}
+	if len(body) > opts.MaxBytes {
+		return fail(fmt.Errorf("event body is %d bytes, more than the limit of %d", len(body), opts.MaxBytes))
+	}
+	var ev Event
+	if h != nil && h.Get("ce-specversion") != "" {
+		if err := fromBinary(&ev.Envelope, h, body); err != nil {
+			rej.ID = ev.ID
+			return fail(err)
+		}
+	} else if err := fromStructured(&ev.Envelope, body); err != nil {
+		rej.ID = ev.ID
+		return fail(err)
+	}
+	rej.ID = ev.ID
+	ev.Cluster = cluster
+	var errs []error
+	if err := ev.Envelope.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if ev.Type != "" && ev.Type != typ {
+		errs = append(errs, fmt.Errorf("type: %q does not match the subject's type %q", ev.Type, typ))
+	}
+	if len(opts.Clusters) > 0 && !contains(opts.Clusters, cluster) {
+		errs = append(errs, fmt.Errorf("subject: unknown cluster %q (this worker knows %s)", cluster, strings.Join(opts.Clusters, ", ")))
+	}
+	if len(errs) > 0 {
+		return fail(errs...)
+	}
+	payload, err := decodeData(typ, ev.Data)
+	if err != nil {
+		return fail(err)
+	}
+	if c := dataCluster(payload); c != "" && c != cluster {
+		return fail(fmt.Errorf("data.cluster: %q does not match the subject's cluster %q", c, cluster))
+	}
+	ev.Payload = payload
+	return &ev, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func parseSubject(subject string) (cluster, typ string, err error) {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0]+"."+parts[1] != EventsSubjectPrefix {
+		return "", "", fmt.Errorf("subject: %q is not %s.<cluster>.<type>", subject, EventsSubjectPrefix)
+	}
+	cluster, typ = parts[2], parts[3]
+	if !KnownType(typ) {
+		return cluster, typ, fmt.Errorf("subject: unknown event type %q", typ)
+	}
+	return cluster, typ, nil
+}
+
+func fromStructured(env *Envelope, body []byte) error {
+	if err := CheckObject(body); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	// Envelope attributes: known ones typed, extensions (other attributes) tolerated as
+	// CloudEvents requires, but their names must be valid.
+	var attrs map[string]json.RawMessage
+	if err := json.Unmarshal(body, &attrs); err != nil {
+		return fmt.Errorf("body: %w", err)
+	}
+	if raw, ok := attrs["id"]; ok {
+		_ = json.Unmarshal(raw, &env.ID) // for the rejection, before other checks
+	}
+	var errs []error
+	for name, raw := range attrs {
+		if err := setAttr(env, name, raw); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func setAttr(env *Envelope, name string, raw json.RawMessage) error {
+	str := func(dst *string) error {
+		if err := json.Unmarshal(raw, dst); err != nil {
+			return fmt.Errorf("%s: want a string, got %s", name, truncate(raw))
+		}
+		return nil
+	}
+	tm := func(dst *time.Time) error {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("%s: want an RFC 3339 time string, got %s", name, truncate(raw))
+		}
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			return fmt.Errorf("%s: %q is not an RFC 3339 time", name, s)
+		}
+		*dst = t
+		return nil
+	}
+	switch name {
+	case "specversion":
+		return str(&env.SpecVersion)
+	case "id":
+		return str(&env.ID)
+	case "source":
+		return str(&env.Source)
+	case "type":
+		return str(&env.Type)
+	case "datacontenttype":
+		return str(&env.DataContentType)
+	case "time":
+		return tm(&env.Time)
+	case "expiresat":
+		return tm(&env.ExpiresAt)
+	case "data":
+		env.Data = raw
+		return nil
+	case "data_base64":
+		return errors.New("data_base64: binary data is not accepted; send data as a JSON object")
+	case "subject", "dataschema":
+		var s string
+		return str(&s)
+	}
+	if !validExtensionName(name) {
+		return fmt.Errorf("%q: not a valid CloudEvents attribute name (lower-case letters and digits, at most 20)", name)
+	}
+	return nil
+}
+
+func validExtensionName(s string) bool {
+	if s == "" || len(s) > 20 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || unicode.IsDigit(r) && r < 128) {
+			return false
+		}
+	}
+	return true
+}
+
+// fromBinary reads the binary mode of the CloudEvents NATS binding.
+func fromBinary(env *Envelope, h Header, body []byte) error {
+	env.SpecVersion = h.Get("ce-specversion")
+	env.ID = h.Get("ce-id")
+	env.Source = h.Get("ce-source")
+	env.Type = h.Get("ce-type")
+	env.DataContentType = h.Get("Content-Type")
+	if env.DataContentType == "" {
+		env.DataContentType = h.Get("ce-datacontenttype")
+	}
+	var errs []error
+	for _, a := range []struct {
+		name string
+		dst  *time.Time
+	}{{"time", &env.Time}, {"expiresat", &env.ExpiresAt}} {
+		v := h.Get("ce-" + a.name)
+		if v == "" {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("ce-%s: %q is not an RFC 3339 time", a.name, v))
+			continue
+		}
+		*a.dst = t
+	}
+	env.Data = bytes.TrimSpace(body)
+	return errors.Join(errs...)
+}
+
+func decodeData(typ string, data json.RawMessage) (any, error) {
+	var payload any
+	switch typ {
+	case TypeBrokerOverloaded:
+		payload = &BrokerOverloaded{}
+	case TypeReplicaChangeRequested:
+		payload = &ReplicaChange{}
+	case TypeLogDirMoveRequested:
+		payload = &LogDirMove{}
+	default:
+		return nil, fmt.Errorf("type: unknown event type %q", typ)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(payload); err != nil {
+		return nil, dataError(err)
+	}
+	if dec.More() {
+		return nil, errors.New("data: more than one JSON value")
+	}
+	var err error
+	switch p := payload.(type) {
+	case *BrokerOverloaded:
+		err = p.validate()
+	case *ReplicaChange:
+		err = p.validate()
+	case *LogDirMove:
+		err = p.validate()
+	}
+	return payload, err
+}
+
+// dataError names the field of a JSON decoding error.
+func dataError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			field = "(value)"
+		}
+		return fmt.Errorf("data.%s: want %s, got %s", field, goTypeName(te.Type.String()), te.Value)
+	}
+	msg := err.Error()
+	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return fmt.Errorf("data: unknown field %s", f)
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Errorf("data: invalid JSON at byte %d: %v", se.Offset, err)
+	}
+	// Errors from our own UnmarshalJSON (durations) arrive without the field name.
+	return fmt.Errorf("data: %v", err)
+}
+
+func goTypeName(t string) string {
+	switch strings.TrimPrefix(t, "*") {
+	case "int32", "int", "int64":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "[]int32":
+		return "an array of integers"
+	case "[]string":
+		return "an array of strings"
+	}
+	return t
+}
+
+func dataCluster(p any) string {
+	switch p := p.(type) {
+	case *BrokerOverloaded:
+		return p.Cluster
+	case *ReplicaChange:
+		return p.Cluster
+	case *LogDirMove:
+		return p.Cluster
+	}
+	return ""
+}
+
+func (p *BrokerOverloaded) validate() error {
+	var errs []error
+	if p.Broker == nil {
+		errs = append(errs, errors.New("data.broker: required"))
+	} else if *p.Broker < 0 {
+		errs = append(errs, fmt.Errorf("data.broker: %d is not a broker id", *p.Broker))
+	}
+	if p.MaxPartitions < 0 {
+		errs = append(errs, fmt.Errorf("data.max_partitions: %d: must be 0 (all) or more", p.MaxPartitions))
+	}
+	for _, t := range p.Topics {
+		if contains(p.ExcludeTopics, t) {
+			errs = append(errs, fmt.Errorf("data.exclude_topics: %q is also in data.topics", t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *ReplicaChange) validate() error {
+	var errs []error
+	if p.Topic == "" {
+		errs = append(errs, errors.New("data.topic: required"))
+	}
+	if p.Partitions != nil && len(p.Partitions) == 0 {
+		errs = append(errs, errors.New("data.partitions: empty list (omit it to mean every partition)"))
+	}
+	for _, part := range p.Partitions {
+		if part < 0 {
+			errs = append(errs, fmt.Errorf("data.partitions: %d is not a partition number", part))
+		}
+	}
+	switch {
+	case p.PreferredLeader == nil && p.ReplicationFactor == nil:
+		errs = append(errs, errors.New("data: one of preferred_leader or replication_factor is required"))
+	case p.PreferredLeader != nil && p.ReplicationFactor != nil:
+		errs = append(errs, errors.New("data: preferred_leader and replication_factor are exclusive: send two events"))
+	case p.PreferredLeader != nil && *p.PreferredLeader < 0:
+		errs = append(errs, fmt.Errorf("data.preferred_leader: %d is not a broker id", *p.PreferredLeader))
+	}
+	switch p.Strategy {
+	case "", "auto", "api", "zk-reassign", "zk-nudge":
+	default:
+		errs = append(errs, fmt.Errorf("data.strategy: unknown strategy %q (want auto, api, zk-reassign or zk-nudge)", p.Strategy))
+	}
+	if p.ThrottleBytesPerSec < 0 {
+		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
+	}
+	return errors.Join(errs...)
+}
+
+func (p *LogDirMove) validate() error {
+	var errs []error
+	if p.Broker == nil {
+		errs = append(errs, errors.New("data.broker: required"))
+	}
+	if p.ToDir == "" {
+		errs = append(errs, errors.New("data.to_dir: required"))
+	}
+	single := p.Topic != "" || p.Partition != nil
+	switch {
+	case single && p.FromDir != "":
+		errs = append(errs, errors.New("data: give either topic+partition or from_dir, not both"))
+	case single && (p.Topic == "" || p.Partition == nil):
+		errs = append(errs, errors.New("data: topic and partition go together"))
+	case !single && p.FromDir == "":
+		errs = append(errs, errors.New("data: give topic+partition (one replica) or from_dir (balance a disk)"))
+	}
+	if p.ThrottleBytesPerSec < 0 {
+		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
+	}
+	return errors.Join(errs...)
+}
+
+func truncate(b []byte) string {
+	if len(b) > 60 {
+		return string(b[:60]) + "…"
+	}
+	return string(b)
+}

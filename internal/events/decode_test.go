@@ -1,0 +1,100 @@
+package events
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+const subj = "kafkamender.events.local.replica-change-requested"
+
+func structured(data string) string {
+	return `{"specversion":"1.0","id":"a1b2","source":"alertmanager/prod","type":"replica-change-requested",
+ "time":"2026-11-29T10:00:00Z","datacontenttype":"application/json","data":` + data + `}`
+}
+
+func TestDecodeValid(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local", "kraft"}}
+	ev, err := Decode(subj, nil, []byte(structured(`{"topic":"orders","partitions":[1],"preferred_leader":2}`)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := ev.Payload.(*ReplicaChange)
+	if ev.ID != "a1b2" || ev.Cluster != "local" || p.Topic != "orders" || *p.PreferredLeader != 2 || len(p.Partitions) != 1 || p.Partitions[0] != 1 {
+		t.Fatalf("decoded %+v / %+v", ev, p)
+	}
+	if ev.Expired(time.Now()) {
+		t.Error("no expiresat must not be expired")
+	}
+
+	h := http.Header{}
+	h.Set("ce-specversion", "1.0")
+	h.Set("ce-id", "b-1")
+	h.Set("ce-source", "test")
+	h.Set("ce-type", "broker-overloaded")
+	h.Set("ce-expiresat", "2000-01-01T00:00:00Z")
+	h.Set("Content-Type", "application/json")
+	ev, err = Decode("kafkamender.events.kraft.broker-overloaded", h, []byte(`{"broker":3,"demote_to_end":true}`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bo := ev.Payload.(*BrokerOverloaded)
+	if ev.ID != "b-1" || *bo.Broker != 3 || !bo.DemoteToEnd || !ev.Expired(time.Now()) {
+		t.Fatalf("binary mode decoded %+v / %+v", ev, bo)
+	}
+
+	ev, err = Decode(subj, nil, []byte(structured(`{"topic":"orders","replication_factor":3,"timeout":"15m","throttle_bytes_per_sec":1048576}`)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc := ev.Payload.(*ReplicaChange); *rc.ReplicationFactor != 3 || rc.Timeout.Duration != 15*time.Minute {
+		t.Fatalf("decoded %+v", rc)
+	}
+}
+
+func TestDecodeRejections(t *testing.T) {
+	big := structured(`{"topic":"` + strings.Repeat("x", DefaultMaxBytes) + `","preferred_leader":1}`)
+	for _, tc := range []struct {
+		name, subject, body, want, id string
+	}{
+		{"malformed JSON", subj, `{"specversion":"1.0",`, "body: not valid JSON", ""},
+		{"not an object", subj, `[1,2]`, "body: want a JSON object, got an array", ""},
+		{"unknown data field", subj, structured(`{"topic":"o","preferred_leader":1,"leader":2}`), `data: unknown field "leader"`, "a1b2"},
+		{"wrong type", subj, structured(`{"topic":"o","preferred_leader":"2"}`), "data.preferred_leader: want an integer, got string", "a1b2"},
+		{"wrong type in list", subj, structured(`{"topic":"o","partitions":["1"],"preferred_leader":2}`), "data.partitions: want", "a1b2"},
+		{"missing topic", subj, structured(`{"preferred_leader":1}`), "data.topic: required", "a1b2"},
+		{"neither operation", subj, structured(`{"topic":"o"}`), "one of preferred_leader or replication_factor is required", "a1b2"},
+		{"both operations", subj, structured(`{"topic":"o","preferred_leader":1,"replication_factor":3}`), "exclusive", "a1b2"},
+		{"empty partition list", subj, structured(`{"topic":"o","partitions":[],"preferred_leader":1}`), "data.partitions: empty list", "a1b2"},
+		{"bad strategy", subj, structured(`{"topic":"o","preferred_leader":1,"strategy":"yolo"}`), `data.strategy: unknown strategy "yolo"`, "a1b2"},
+		{"bad timeout", subj, structured(`{"topic":"o","replication_factor":2,"timeout":"soon"}`), `"soon" is not a duration`, "a1b2"},
+		{"subject/type mismatch", "kafkamender.events.local.broker-overloaded", structured(`{"broker":1}`), `type: "replica-change-requested" does not match the subject's type "broker-overloaded"`, "a1b2"},
+		{"unknown type in subject", "kafkamender.events.local.reboot", structured(`{}`), `subject: unknown event type "reboot"`, ""},
+		{"short subject", "kafkamender.events.local", structured(`{}`), "is not kafkamender.events.<cluster>.<type>", ""},
+		{"unknown cluster", "kafkamender.events.prod.replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), `subject: unknown cluster "prod"`, "a1b2"},
+		{"data.cluster mismatch", subj, structured(`{"cluster":"kraft","topic":"o","preferred_leader":1}`), `data.cluster: "kraft" does not match the subject's cluster "local"`, "a1b2"},
+		{"oversized", subj, big, "more than the limit", ""},
+		{"bad expiresat", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"expiresat":"tomorrow","time"`, 1), `expiresat: "tomorrow" is not an RFC 3339 time`, "a1b2"},
+		{"bad specversion", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"1.0"`, `"0.3"`, 1), "specversion", "a1b2"},
+		{"missing id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, "", 1), "id: required", ""},
+		{"id not a subject token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a.b"`, 1), "id: \"a.b\" is not a valid subject token", "a.b"},
+		{"data not an object", subj, structured(`[1]`), "data: want a JSON object", "a1b2"},
+		{"binary data", subj, strings.Replace(structured(`{}`), `"data":`, `"data_base64":"eA==","x":`, 1), "data_base64", "a1b2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode(tc.subject, nil, []byte(tc.body), DecodeOptions{Clusters: []string{"local", "kraft"}})
+			var rej *Rejection
+			if !errors.As(err, &rej) {
+				t.Fatalf("err = %v, want a *Rejection", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %q, want it to contain %q", err, tc.want)
+			}
+			if rej.ID != tc.id {
+				t.Errorf("rejection id = %q, want %q", rej.ID, tc.id)
+			}
+		})
+	}
+}
