@@ -1,11 +1,15 @@
 // Command emitter publishes kafkamender events, for people and scripts that
-// want a worker to act on a Kafka cluster without an alerting pipeline.
+// want a worker to act on a Kafka cluster without an alerting pipeline, and
+// shows their results.
 //
 //	emitter publish --cluster local --type replica-change-requested \
 //	    --data '{"topic":"orders","partitions":[1],"preferred_leader":2}'
+//	emitter preferred-leader --cluster local --topic orders --broker 2 --partition 1 --wait
+//	emitter result --id a1b2
 //
-// Run emitter --help for the whole story. Exit status: 0 ok, 2 usage error,
-// 1 failure.
+// Run emitter --help for the whole story. Exit status: 0 ok, 1 failure (or a
+// result that is not succeeded, noop or planned), 2 usage error, 3 no result
+// within --timeout, 4 no result stored.
 package main
 
 import (
@@ -25,8 +29,10 @@ import (
 // Exit statuses.
 const (
 	exitOK      = 0
-	exitFailure = 1
+	exitFailure = 1 // includes a result whose status is not OK
 	exitUsage   = 2
+	exitNoReply = 3 // --wait: no result before --timeout (or an interrupt); the event stays queued
+	exitNoStore = 4 // result: no result stored for the event id
 )
 
 // env is what the commands take from the process, so tests can fix it.
@@ -60,12 +66,22 @@ func run(ctx context.Context, args []string, e env) int {
 		usage(e.stderr)
 		return exitUsage
 	}
+	commands := map[string]func(context.Context, []string, env) int{
+		"publish":          runPublish,
+		"preferred-leader": runPreferredLeader,
+		"result":           runResult,
+	}
 	switch cmd, rest := args[0], args[1:]; cmd {
-	case "publish":
-		return runPublish(ctx, rest, e)
+	case "publish", "preferred-leader", "result":
+		return commands[cmd](ctx, rest, e)
 	case "help", "-h", "-help", "--help":
-		if len(rest) > 0 && rest[0] == "publish" {
-			return runPublish(ctx, []string{"--help"}, e)
+		if len(rest) > 0 {
+			if c, ok := commands[rest[0]]; ok {
+				return c(ctx, []string{"--help"}, e)
+			}
+			fmt.Fprintf(e.stderr, "emitter help: unknown command %q\n\n", rest[0])
+			usage(e.stderr)
+			return exitUsage
 		}
 		usage(e.stdout)
 		return exitOK
@@ -92,10 +108,21 @@ then takes the cluster's lock, plans, applies and verifies the change.
 
 Usage:
     emitter publish --cluster CLUSTER --type TYPE --data '{...}' [flags]
-    emitter help [publish]
+    emitter preferred-leader --cluster CLUSTER --topic TOPIC --broker BROKER [flags]
+    emitter result --id ID [flags]
+    emitter help [COMMAND]
 
 Commands:
-    publish    build an event, validate it and publish it (or print it with --dry-run)
+    publish           build an event of any type from JSON data, validate it and
+                      publish it (or print it with --dry-run)
+    preferred-leader  make a broker the preferred leader of partitions of a topic
+                      (a replica-change-requested event); --wait waits for the
+                      worker's result and prints it, --dry-run asks for the plan
+    result            print the stored result of an event (stream ` + events.ResultsStream + `)
+
+A worker publishes one result for every event on
+` + events.ResultSubject("<event-id>") + ` (kept in stream ` + events.ResultsStream + `) and
+progress reports on ` + events.ProgressSubject("<event-id>") + `.
 
 Event types:
 `)
@@ -103,10 +130,16 @@ Event types:
 		fmt.Fprintf(&b, "    %-26s %s\n", t.Name, t.Summary)
 	}
 	b.WriteString(`
-Run 'emitter publish --help' for the flags of publish; DESIGN.md lists the
+Run 'emitter COMMAND --help' for the flags of a command; DESIGN.md lists the
 data fields of each event type.
 
-Exit status: 0 ok, 2 usage error, 1 failure.
+Exit status:
+    0  ok; with --wait or for result: the status is succeeded, noop or planned
+    1  failure; with --wait or for result: the status is partial, failed,
+       rejected or expired
+    2  usage error
+    3  --wait: no result within --timeout (the event stays queued)
+    4  result: no result stored for the event id
 `)
 	_, _ = io.WriteString(w, b.String())
 }

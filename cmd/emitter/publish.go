@@ -85,32 +85,51 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	} else if err := events.CheckObject([]byte(o.data)); err != nil {
 		errs = append(errs, fmt.Errorf("--data: %w", err))
 	}
-	if o.id != "" && !events.ValidToken(o.id) {
-		errs = append(errs, fmt.Errorf("--id %q: not a valid subject token (want letters, digits, '-' or '_')", o.id))
-	}
-	if o.expiresIn < 0 {
-		errs = append(errs, fmt.Errorf("--expires-in %s: must be positive", o.expiresIn))
-	}
-	if o.timeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
-	}
+	errs = append(errs, checkEventFlags(o.id, o.expiresIn, o.timeout)...)
 	if err := errors.Join(errs...); err != nil {
 		return o, usageError{err}
 	}
-
-	if o.id == "" {
-		o.id = e.newID()
-	}
-	if o.source == "" {
-		o.source = "emitter/" + e.user() + "@" + e.host()
-	}
-	if o.natsURL == "" {
-		o.natsURL = e.getenv(envNATSURL)
-	}
-	if o.natsURL == "" {
-		o.natsURL = defaultNATSURL
-	}
+	o.id, o.source, o.natsURL = eventDefaults(o.id, o.source, o.natsURL, e)
 	return o, nil
+}
+
+// checkEventFlags checks the flags that every publishing command shares.
+func checkEventFlags(id string, expiresIn, timeout time.Duration) []error {
+	var errs []error
+	if id != "" && !events.ValidToken(id) {
+		errs = append(errs, fmt.Errorf("--id %q: not a valid subject token (want letters, digits, '-' or '_')", id))
+	}
+	if expiresIn < 0 {
+		errs = append(errs, fmt.Errorf("--expires-in %s: must be positive", expiresIn))
+	}
+	if timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", timeout))
+	}
+	return errs
+}
+
+// eventDefaults fills in the event id, the source and the NATS URL that were
+// not given on the command line.
+func eventDefaults(id, source, natsURL string, e env) (string, string, string) {
+	if id == "" {
+		id = e.newID()
+	}
+	if source == "" {
+		source = "emitter/" + e.user() + "@" + e.host()
+	}
+	return id, source, natsURLOrDefault(natsURL, e)
+}
+
+// natsURLOrDefault is the --nats-url flag, else $KAFKAMENDER_NATS_URL, else
+// the local stack's server.
+func natsURLOrDefault(flagValue string, e env) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if v := e.getenv(envNATSURL); v != "" {
+		return v
+	}
+	return defaultNATSURL
 }
 
 func typeList() string {
@@ -146,6 +165,9 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
 		name, usage := flag.UnquoteUsage(f)
 		line := "  --" + f.Name
+		if len(f.Name) == 1 {
+			line = "  -" + f.Name
+		}
 		if name != "" {
 			line += " " + strings.ToUpper(name)
 		}
@@ -199,12 +221,16 @@ func runPublish(ctx context.Context, args []string, e env) int {
 		fmt.Fprintf(e.stderr, "emitter publish: event %s: %v\n", ev.ID, err)
 		return exitFailure
 	}
-	if ack.Duplicate {
-		fmt.Fprintf(e.stdout, "event %s already in stream %s at sequence %d (duplicate id: not stored again)\n", ev.ID, ack.Stream, ack.Sequence)
-	} else {
-		fmt.Fprintf(e.stdout, "event %s published to stream %s at sequence %d\n", ev.ID, ack.Stream, ack.Sequence)
-	}
+	fmt.Fprintln(e.stdout, publishedLine(ev.ID, ack))
 	return exitOK
+}
+
+// publishedLine says where the stream stored an event.
+func publishedLine(id string, ack *jetstream.PubAck) string {
+	if ack.Duplicate {
+		return fmt.Sprintf("event %s already in stream %s at sequence %d (duplicate id: not stored again)", id, ack.Stream, ack.Sequence)
+	}
+	return fmt.Sprintf("event %s published to stream %s at sequence %d", id, ack.Stream, ack.Sequence)
 }
 
 // buildEnvelope turns validated options into the event.
@@ -227,15 +253,31 @@ func buildEnvelope(o publishOptions, now time.Time) events.Envelope {
 
 // publish sends one event to JetStream and waits for the stream's ack.
 func publish(ctx context.Context, natsURL string, timeout time.Duration, subject, id string, body []byte) (*jetstream.PubAck, error) {
-	nc, err := nats.Connect(natsURL, nats.Name("kafkamender-emitter"), nats.Timeout(timeout))
+	nc, err := connect(natsURL, timeout)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(natsURL), err)
+		return nil, err
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
+	return publishEvent(ctx, js, subject, id, body)
+}
+
+// connect connects to NATS; timeout bounds the dial.
+func connect(natsURL string, timeout time.Duration, opts ...nats.Option) (*nats.Conn, error) {
+	nc, err := nats.Connect(natsURL, append([]nats.Option{nats.Name("kafkamender-emitter"), nats.Timeout(timeout)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(natsURL), err)
+	}
+	return nc, nil
+}
+
+// publishEvent publishes an encoded event with the event id as the JetStream
+// message id, so that the stream stores a re-published event once, and
+// expects the events stream to store it.
+func publishEvent(ctx context.Context, js jetstream.JetStream, subject, id string, body []byte) (*jetstream.PubAck, error) {
 	msg := &nats.Msg{Subject: subject, Data: body, Header: nats.Header{}}
 	msg.Header.Set("Content-Type", events.ContentTypeCloudEventsJSON)
 	ack, err := js.PublishMsg(ctx, msg,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/nats-io/nats.go/jetstream"
 	"io"
 	"net/http"
 	"os"
@@ -73,7 +74,8 @@ func TestBadConfigExitsNonZero(t *testing.T) {
 // free HTTP port) against the real stack: it must become ready, report every dependency
 // up in /metrics, and exit 0 on SIGTERM.
 func TestWorkerAgainstLocalStack(t *testing.T) {
-	testenv.Get(t)
+	env := testenv.Get(t)
+	env.FreeEventsStream(t)
 	bin := buildWorker(t)
 	valid, err := os.ReadFile(filepath.Join("..", "..", "deployments", "local", "worker.yaml"))
 	if err != nil {
@@ -81,7 +83,21 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 	}
 	const addr = "127.0.0.1:18080"
 	cfg := filepath.Join(t.TempDir(), "worker.yaml")
-	if err := os.WriteFile(cfg, bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1), 0o600); err != nil {
+	// Its own consumer and subjects, so it takes no event of other tests (or of a real
+	// worker) and does not block their consumers on the work-queue stream.
+	consumer := testenv.Name(t, "w")
+	t.Cleanup(func() {
+		js, err := jetstream.New(env.NATS(t))
+		if err != nil {
+			return
+		}
+		if s, err := js.Stream(context.Background(), "KAFKAMENDER_EVENTS"); err == nil {
+			_ = s.DeleteConsumer(context.Background(), consumer)
+		}
+	})
+	yaml := bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1)
+	yaml = bytes.Replace(yaml, []byte("  url: nats://127.0.0.1:4222"), []byte("  url: nats://127.0.0.1:4222\n  consumer: "+consumer+"\n  subjects: [kafkamender.events."+consumer+".>]"), 1)
+	if err := os.WriteFile(cfg, yaml, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	var logs bytes.Buffer
@@ -122,6 +138,7 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		`kafkamender_dependency_up{kind="kafka",name="kraft"} 1`,
 		`kafkamender_dependency_up{kind="nats",name="nats"} 1`,
 		`kafkamender_dependency_up{kind="zookeeper",name="local"} 1`,
+		`kafkamender_dependency_up{kind="nats",name="jetstream"} 1`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)

@@ -48,6 +48,14 @@ type HTTP struct {
 type NATS struct {
 	// URL is a NATS server URL, or several separated by commas. Required.
 	URL string `yaml:"url"`
+	// Consumer is the durable JetStream consumer shared by the workers of one fleet.
+	// Default kafkamender-workers.
+	Consumer string `yaml:"consumer"`
+	// Subjects are the event subjects this fleet consumes. Default
+	// [kafkamender.events.>], every event: one for a cluster no worker of the fleet knows
+	// then gets a "rejected" result. A fleet that serves some clusters only lists
+	// kafkamender.events.<cluster>.> for each; fleets on one stream must not overlap.
+	Subjects []string `yaml:"subjects"`
 }
 
 // Lock configures the ZooKeeper that holds kafkamender's per-cluster locks.
@@ -112,6 +120,8 @@ const (
 	DefaultLogFormat          = "json"
 	DefaultHTTPListen         = "127.0.0.1:8080"
 	DefaultLockRoot           = "/kafkamender/locks"
+	DefaultNATSConsumer       = "kafkamender-workers"
+	DefaultNATSSubjects       = "kafkamender.events.>"
 	DefaultLockSessionTimeout = 10 * time.Second
 	DefaultLockAcquireTimeout = 5 * time.Minute
 )
@@ -167,6 +177,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = DefaultHTTPListen
+	}
+	if c.NATS.Consumer == "" {
+		c.NATS.Consumer = DefaultNATSConsumer
+	}
+	if len(c.NATS.Subjects) == 0 {
+		c.NATS.Subjects = []string{DefaultNATSSubjects}
 	}
 	if c.Lock.Root == "" {
 		c.Lock.Root = DefaultLockRoot
@@ -225,6 +241,15 @@ func (c *Config) Validate() error {
 		p.add("nats.url", errors.New("required"))
 	} else if err := checkNATSURLs(c.NATS.URL); err != nil {
 		p.add("nats.url", err)
+	}
+
+	if !validConsumerName(c.NATS.Consumer) {
+		p.add("nats.consumer", fmt.Errorf("%q: want letters, digits, '-' or '_'", c.NATS.Consumer))
+	}
+	for i, subj := range c.NATS.Subjects {
+		if !strings.HasPrefix(subj, "kafkamender.events.") || strings.ContainsAny(subj, " \t") {
+			p.add(fmt.Sprintf("nats.subjects[%d]", i), fmt.Errorf("%q: must start with kafkamender.events.", subj))
+		}
 	}
 
 	if c.Lock.ZooKeeper == "" {
@@ -403,3 +428,15 @@ type indented struct{ err error }
 
 func (e indented) Error() string { return strings.ReplaceAll(e.err.Error(), "\n", "\n  ") }
 func (e indented) Unwrap() error { return e.err }
+
+func validConsumerName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -19,7 +19,7 @@ func TestLoadValidExample(t *testing.T) {
 		Worker: Worker{ID: "worker-1"},
 		Log:    Log{Level: "debug", Format: "console"},
 		HTTP:   HTTP{Listen: "127.0.0.1:8080"},
-		NATS:   NATS{URL: "nats://127.0.0.1:4222"},
+		NATS:   NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}},
 		Lock: Lock{
 			ZooKeeper:      "127.0.0.1:2181",
 			Root:           "/kafkamender/locks",

@@ -31,6 +31,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -341,5 +342,23 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 			t.Fatalf("test ended while waiting: %v", err)
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// FreeEventsStream deletes the fleet-wide default consumer of KAFKAMENDER_EVENTS if a
+// worker run by hand or the demo left it on the local stack: it takes every event subject,
+// and a work-queue stream refuses the narrower consumers that tests create beside it.
+func (e *Env) FreeEventsStream(t testing.TB) {
+	t.Helper()
+	js, err := jetstream.New(e.NATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), "KAFKAMENDER_EVENTS")
+	if err != nil {
+		return // no stream yet
+	}
+	if err := s.DeleteConsumer(t.Context(), "kafkamender-workers"); err == nil {
+		t.Logf("deleted the default consumer kafkamender-workers left on the local stack")
 	}
 }

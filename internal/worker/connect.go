@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/locks"
 )
 
 // natsDrainTimeout bounds the drain of the NATS connection at shutdown.
@@ -159,6 +160,7 @@ func (kc *kafkaCluster) probe(ctx context.Context) (string, error) {
 // zkConn is a ZooKeeper connection and its chroot, which the client library
 // does not handle: users of the connection prefix their paths with it.
 type zkConn struct {
+	sess    *locks.Session // the session locks are taken in
 	conn    *zk.Conn
 	servers []string
 	chroot  string
@@ -203,16 +205,17 @@ func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger,
 			}
 		}
 	}
-	conn, _, err := zk.Connect(servers, sessionTimeout,
-		zk.WithLogger(zkLogger{logger}),
-		zk.WithLogInfo(false),
-		zk.WithEventCallback(onEvent),
-		zk.WithHostProvider(&staticHostProvider{}),
-	)
+	sess, err := locks.Connect(locks.SessionConfig{
+		Servers:     servers,
+		Timeout:     sessionTimeout,
+		Logger:      logger,
+		OnEvent:     onEvent,
+		ConnOptions: []func(*zk.Conn){zk.WithHostProvider(&staticHostProvider{})},
+	})
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
 	}
-	return &zkConn{conn: conn, servers: servers, chroot: chroot}, nil
+	return &zkConn{sess: sess, conn: sess.Conn(), servers: servers, chroot: chroot}, nil
 }
 
 // probe reports whether the connection has a session, waiting for one until
@@ -230,13 +233,6 @@ func (z *zkConn) probe(ctx context.Context) (string, error) {
 		case <-time.After(poll):
 		}
 	}
-}
-
-// zkLogger routes go-zookeeper's log lines into zap.
-type zkLogger struct{ logger *zap.Logger }
-
-func (l zkLogger) Printf(format string, args ...any) {
-	l.logger.Warn(fmt.Sprintf(format, args...))
 }
 
 // staticHostProvider hands out the configured servers round-robin and

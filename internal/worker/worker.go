@@ -131,6 +131,21 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	w.logStartup(addr)
 
+	pl, err := w.newPipeline(deps)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	w.health.add(kindNATS, "jetstream", true, pipelineProbe(pl))
+	consumeCtx, stopConsuming := context.WithCancel(ctx)
+	consumeDone := make(chan struct{})
+	go func() {
+		defer close(consumeDone)
+		if err := pl.Run(consumeCtx); err != nil && consumeCtx.Err() == nil {
+			logger.Error("event pipeline stopped", zap.Error(err))
+		}
+	}()
+
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -166,6 +181,10 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	}
 
 	w.health.setStopping()
+	// Stop taking events; handlers in progress see their context end, stop before their
+	// next write and leave their event for redelivery.
+	stopConsuming()
+	<-consumeDone
 	stopProbes()
 	<-probesDone
 
@@ -240,11 +259,11 @@ func (c *clients) close(ctx context.Context) error {
 	for _, kc := range c.clusters {
 		kc.client.Close()
 		if kc.zk != nil {
-			kc.zk.conn.Close()
+			kc.zk.sess.Close()
 		}
 	}
 	if c.lockZK != nil {
-		c.lockZK.conn.Close()
+		c.lockZK.sess.Close()
 	}
 	if c.nats != nil {
 		return c.nats.drain(ctx)

@@ -131,6 +131,7 @@ func TestRunWithEverythingDown(t *testing.T) {
 	want := map[string]bool{ // kind/name -> required
 		"nats/nats": true, "zookeeper/@lock": true,
 		"kafka/kraft": true, "kafka/local": true, "zookeeper/local": true,
+		"nats/jetstream": true,
 	}
 	if len(r.Dependencies) != len(want) {
 		t.Errorf("dependencies: %+v", r.Dependencies)

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kafka"
+)
+
+// writeResultTable prints a result for people: a summary, then the changes,
+// the skipped partitions and the partitions that were already as asked.
+// stored says the result was read from the results stream because the event
+// id had been published before.
+func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "event %s: %s\n", r.ID, r.Status)
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	field := func(name, value string) {
+		lines := strings.Split(strings.TrimRight(value, "\n"), "\n")
+		fmt.Fprintf(tw, "%s:\t%s\n", name, lines[0])
+		for _, l := range lines[1:] { // errors.Join puts one error a line
+			fmt.Fprintf(tw, "\t%s\n", l)
+		}
+	}
+	field("cluster", orDash(r.Cluster))
+	field("type", orDash(r.Type))
+	field("strategy", orDash(r.Strategy))
+	field("attempt", strconv.Itoa(r.Attempt))
+	field("worker", orDash(r.Worker))
+	if !r.StartedAt.IsZero() {
+		field("started", r.StartedAt.UTC().Format(time.RFC3339))
+	}
+	field("duration", duration(r.StartedAt, r.FinishedAt))
+	field("controller failover", yesNo(r.ControllerFailover))
+	if r.Error != "" {
+		field("error", r.Error)
+	}
+	if r.Reason != "" {
+		field("reason", r.Reason)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	switch {
+	case r.Replayed:
+		b.WriteString("(replayed: this event id ran before; this is its earlier result)\n")
+	case stored:
+		b.WriteString("(stored: this event id was published before; this is its earlier result)\n")
+	}
+
+	b.WriteString("\n")
+	if len(r.Changes) == 0 {
+		b.WriteString("changes: none\n")
+	} else {
+		switch r.Status {
+		case events.StatusPlanned:
+			fmt.Fprintf(&b, "planned changes (dry run: nothing was changed): %d\n", len(r.Changes))
+		case events.StatusFailed:
+			fmt.Fprintf(&b, "changes made before the failure: %d\n", len(r.Changes))
+		default:
+			fmt.Fprintf(&b, "changes: %d\n", len(r.Changes))
+		}
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER")
+		for _, c := range r.Changes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.TopicPartition, replicas(c.ReplicasBefore),
+				replicas(c.ReplicasAfter), leader(c.LeaderBefore), leader(c.LeaderAfter))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(r.Skipped) > 0 {
+		fmt.Fprintf(&b, "\nskipped: %d\n", len(r.Skipped))
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "PARTITION\tREASON")
+		for _, s := range r.Skipped {
+			fmt.Fprintf(tw, "%s\t%s\n", s.TopicPartition, strings.ReplaceAll(s.Reason, "\n", "; "))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+
+	if len(r.Noop) > 0 {
+		fmt.Fprintf(&b, "\nalready as asked (noop): %s\n", partitionList(r.Noop))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+// duration is finished - started, or "-" when either is unknown.
+func duration(started, finished time.Time) string {
+	if started.IsZero() || finished.IsZero() || finished.Before(started) {
+		return "-"
+	}
+	return finished.Sub(started).Round(time.Millisecond).String()
+}
+
+func replicas(r []int32) string {
+	if len(r) == 0 {
+		return "-"
+	}
+	return joinInt32(r, ",")
+}
+
+// leader prints a partition leader; Kafka says -1 for none.
+func leader(id int32) string {
+	if id < 0 {
+		return "none"
+	}
+	return strconv.Itoa(int(id))
+}
+
+func partitionList(tps []kafka.TopicPartition) string {
+	names := make([]string, len(tps))
+	for i, tp := range tps {
+		names[i] = tp.String()
+	}
+	return strings.Join(names, ", ")
+}

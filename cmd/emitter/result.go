@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+// resultOptions are the flags of emitter result.
+type resultOptions struct {
+	id      string
+	output  string
+	natsURL string
+	timeout time.Duration
+}
+
+func parseResultFlags(args []string, e env) (resultOptions, error) {
+	var o resultOptions
+	fs := flag.NewFlagSet("emitter result", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&o.id, "id", "", "the event `id` (required)")
+	fs.StringVar(&o.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
+	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printResultUsage(e.stdout, fs)
+			return o, err
+		}
+		return o, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return o, usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	var errs []error
+	switch {
+	case o.id == "":
+		errs = append(errs, errors.New("--id is required"))
+	case !events.ValidToken(o.id):
+		errs = append(errs, fmt.Errorf("--id %q: not a valid event id (want letters, digits, '-' or '_')", o.id))
+	}
+	if o.output != outputTable && o.output != outputJSON {
+		errs = append(errs, fmt.Errorf("-o %q: unknown output format (want table or json)", o.output))
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, usageError{err}
+	}
+	o.natsURL = natsURLOrDefault(o.natsURL, e)
+	return o, nil
+}
+
+func printResultUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, `Usage: emitter result --id ID [flags]
+
+Prints the result a worker published for event ID, as kept in stream %s
+(subject %s): the audit trail of what the event did.
+
+Exit status:
+    0  the result's status is succeeded, noop or planned
+    1  the status is partial, failed, rejected or expired; or reading failed
+    2  usage error
+    4  no result stored for the event (not handled yet, unknown id, or aged out)
+
+Flags:
+`, events.ResultsStream, events.ResultSubject("<id>"))
+	printFlags(w, fs)
+}
+
+func runResult(ctx context.Context, args []string, e env) int {
+	const name = "emitter result"
+	o, err := parseResultFlags(args, e)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case err != nil:
+		fmt.Fprintf(e.stderr, "%s: %s\nRun '%s --help' for usage.\n", name,
+			strings.ReplaceAll(err.Error(), "\n", "\n  "), name)
+		return exitUsage
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	nc, err := connect(o.natsURL, o.timeout)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
+		return exitFailure
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: jetstream: %v\n", name, err)
+		return exitFailure
+	}
+	got, err := lookupResult(ctx, js, o.id)
+	switch {
+	case errors.Is(err, errNoResultsStream):
+		fmt.Fprintf(e.stderr, "%s: no result stored for event %s: %v\n", name, o.id, err)
+		return exitNoStore
+	case err != nil:
+		fmt.Fprintf(e.stderr, "%s: event %s: %v\n", name, o.id, err)
+		return exitFailure
+	case got == nil:
+		fmt.Fprintf(e.stderr, "%s: no result stored for event %s\n", name, o.id)
+		return exitNoStore
+	}
+	// The table need not say the result was stored: that is what was asked for.
+	got.stored = false
+	if err := writeResult(e.stdout, got, o.output); err != nil {
+		fmt.Fprintf(e.stderr, "%s: event %s: print the result: %v\n", name, o.id, err)
+		return exitFailure
+	}
+	return exitForStatus(got.result.Status)
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+// publishTimeout bounds connecting to NATS and waiting for the publish
+// acknowledgement (less when --timeout is shorter).
+const publishTimeout = 10 * time.Second
+
+// waitRequest is an encoded event to publish and wait for.
+type waitRequest struct {
+	natsURL string
+	timeout time.Duration // for everything: connecting, publishing and waiting
+	output  string        // outputTable or outputJSON
+	subject string
+	id      string
+	body    []byte
+}
+
+// received is a result as it came, raw and decoded.
+type received struct {
+	raw    []byte
+	result events.Result
+	// stored is set when the result was read from the results stream (the
+	// event id was published before) rather than received as it was published.
+	stored bool
+}
+
+// decodeResult decodes a result published by a worker.
+func decodeResult(raw []byte) (*received, error) {
+	var r events.Result
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, fmt.Errorf("the result is not valid JSON: %v: %s", err, truncate(raw, 200))
+	}
+	if r.Status == "" {
+		return nil, fmt.Errorf("the result has no status: %s", truncate(raw, 200))
+	}
+	return &received{raw: raw, result: r}, nil
+}
+
+// exitForStatus maps a result's status to the exit status of the commands
+// that print results.
+func exitForStatus(s events.Status) int {
+	if s.OK() {
+		return exitOK
+	}
+	return exitFailure
+}
+
+// publishAndWait subscribes to the result and progress of the event, publishes
+// the event, waits for the result and prints it. It returns the exit status.
+func publishAndWait(ctx context.Context, e env, name string, req waitRequest) int {
+	fail := func(format string, args ...any) int {
+		fmt.Fprintf(e.stderr, "%s: event %s: %s\n", name, req.id, fmt.Sprintf(format, args...))
+		return exitFailure
+	}
+	interrupted := ctx
+	ctx, cancel := context.WithTimeout(ctx, req.timeout)
+	defer cancel()
+
+	// A result published while the connection was down is missed by the
+	// subscription: after a reconnect, look in the results stream.
+	reconnected := make(chan struct{}, 1)
+	nc, err := connect(req.natsURL, min(req.timeout, publishTimeout), nats.ReconnectHandler(func(*nats.Conn) {
+		select {
+		case reconnected <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fail("jetstream: %v", err)
+	}
+
+	// Subscribe before publishing, so that a quick result is not missed.
+	results := make(chan *nats.Msg, 8)
+	progress := make(chan *nats.Msg, 256)
+	for subject, ch := range map[string]chan *nats.Msg{
+		events.ResultSubject(req.id):   results,
+		events.ProgressSubject(req.id): progress,
+	} {
+		sub, err := nc.ChanSubscribe(subject, ch)
+		if err != nil {
+			return fail("subscribe to %s: %v", subject, err)
+		}
+		defer func() { _ = sub.Unsubscribe() }()
+	}
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return fail("subscribe to the result: %v", err)
+	}
+
+	pctx, pcancel := context.WithTimeout(ctx, publishTimeout)
+	ack, err := publishEvent(pctx, js, req.subject, req.id, req.body)
+	pcancel()
+	if err != nil {
+		return fail("%v", err)
+	}
+	fmt.Fprintln(e.stderr, publishedLine(req.id, ack))
+
+	var got *received
+	if ack.Duplicate {
+		// JetStream did not store the event again: the earlier one with this
+		// id may have run already, and its result be stored.
+		got, err = lookupResult(ctx, js, req.id)
+		switch {
+		case err != nil:
+			fmt.Fprintf(e.stderr, "event %s was published before; looking up its result failed: %v\n", req.id, err)
+		case got == nil:
+			fmt.Fprintf(e.stderr, "event %s was published before and has no result yet\n", req.id)
+		default:
+			fmt.Fprintf(e.stderr, "event %s was published before: its stored result follows\n", req.id)
+		}
+	}
+	if got == nil {
+		fmt.Fprintf(e.stderr, "waiting up to %s for the result on %s\n", req.timeout, events.ResultSubject(req.id))
+		got, err = waitResult(ctx, e.stderr, js, req.id, results, progress, reconnected)
+	}
+	switch {
+	case err == nil:
+	case ctx.Err() != nil && interrupted.Err() != nil:
+		fmt.Fprintf(e.stderr, "%s: interrupted: no result for event %s yet; the event stays queued\n", name, req.id)
+		return exitNoReply
+	case ctx.Err() != nil:
+		fmt.Fprintf(e.stderr, "%s: no result for event %s after %s: is a worker running? the event stays queued\n"+
+			"Look for its result later with: emitter result --id %s\n", name, req.id, req.timeout, req.id)
+		return exitNoReply
+	default:
+		return fail("%v", err)
+	}
+	if err := writeResult(e.stdout, got, req.output); err != nil {
+		return fail("print the result: %v", err)
+	}
+	return exitForStatus(got.result.Status)
+}
+
+// waitResult waits for the result of event id, printing progress reports on
+// stderr as they come. It returns ctx's error when ctx ends first.
+func waitResult(ctx context.Context, stderr io.Writer, js jetstream.JetStream, id string,
+	results, progress <-chan *nats.Msg, reconnected <-chan struct{}) (*received, error) {
+	printProgress := func(m *nats.Msg) {
+		fmt.Fprintf(stderr, "progress: %s\n", bytes.TrimSpace(m.Data))
+	}
+	drainProgress := func() {
+		for {
+			select {
+			case m := <-progress:
+				printProgress(m)
+			default:
+				return
+			}
+		}
+	}
+	for {
+		select {
+		case m := <-progress:
+			printProgress(m)
+		case m := <-results:
+			drainProgress() // reports that came before the result
+			return decodeResult(m.Data)
+		case <-reconnected:
+			got, err := lookupResult(ctx, js, id)
+			if err != nil {
+				fmt.Fprintf(stderr, "reconnected to NATS; looking up the result failed: %v\n", err)
+			}
+			if got != nil {
+				drainProgress()
+				return got, nil
+			}
+		case <-ctx.Done():
+			drainProgress()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// errNoResultsStream: no worker ever set up the results stream on this NATS.
+var errNoResultsStream = fmt.Errorf("stream %s does not exist (no worker has set it up on this NATS server)", events.ResultsStream)
+
+// lookupResult reads the last result stored for event id from the results
+// stream. It returns nil and no error when there is none.
+func lookupResult(ctx context.Context, js jetstream.JetStream, id string) (*received, error) {
+	stream, err := js.Stream(ctx, events.ResultsStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, errNoResultsStream
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", events.ResultsStream, err)
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, events.ResultSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s from stream %s: %w", events.ResultSubject(id), events.ResultsStream, err)
+	}
+	got, err := decodeResult(msg.Data)
+	if err != nil {
+		return nil, err
+	}
+	got.stored = true
+	return got, nil
+}
+
+// writeResult prints a result in the format asked for: json is the result as
+// the worker published it, on one line.
+func writeResult(w io.Writer, got *received, output string) error {
+	if output == outputJSON {
+		var b bytes.Buffer
+		if err := json.Compact(&b, got.raw); err != nil {
+			return err
+		}
+		b.WriteByte('\n')
+		_, err := w.Write(b.Bytes())
+		return err
+	}
+	return writeResultTable(w, &got.result, got.stored)
+}
+
+func truncate(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > n {
+		return string(b[:n]) + "…"
+	}
+	return string(b)
+}

@@ -1,0 +1,64 @@
+package events
+
+import (
+	"time"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/plan"
+)
+
+// Subjects and streams of results and progress.
+const (
+	ResultsSubjectPrefix  = "kafkamender.results"
+	ResultsSubjects       = ResultsSubjectPrefix + ".>"
+	ResultsStream         = "KAFKAMENDER_RESULTS"
+	ProgressSubjectPrefix = "kafkamender.progress"
+)
+
+// ResultSubject is where the result of event id is published.
+func ResultSubject(id string) string { return ResultsSubjectPrefix + "." + id }
+
+// ProgressSubject is where progress of event id is published.
+func ProgressSubject(id string) string { return ProgressSubjectPrefix + "." + id }
+
+// Status is the outcome of an event.
+type Status string
+
+const (
+	StatusSucceeded Status = "succeeded" // done and verified
+	StatusNoop      Status = "noop"      // already so: nothing to do
+	StatusPlanned   Status = "planned"   // dry run: changes lists the plan
+	StatusPartial   Status = "partial"   // some partitions skipped, with reasons
+	StatusRejected  Status = "rejected"  // invalid request; nothing changed
+	StatusExpired   Status = "expired"   // expiresat passed before it ran
+	StatusFailed    Status = "failed"    // attempted; error says what, changes what was done
+)
+
+// OK reports whether the status means the request holds now (for the emitter's exit code).
+func (s Status) OK() bool { return s == StatusSucceeded || s == StatusNoop || s == StatusPlanned }
+
+// Result is what a worker publishes for every event (DESIGN.md, "Event contract"). The
+// fields up to Skipped are the documented format; the others are optional additions.
+type Result struct {
+	ID                 string        `json:"id"`
+	Type               string        `json:"type"`
+	Cluster            string        `json:"cluster"`
+	Status             Status        `json:"status"`
+	Error              string        `json:"error"`
+	Strategy           string        `json:"strategy"`
+	Attempt            int           `json:"attempt"`
+	Worker             string        `json:"worker"`
+	StartedAt          time.Time     `json:"started_at"`
+	FinishedAt         time.Time     `json:"finished_at"`
+	ControllerFailover bool          `json:"controller_failover"`
+	Changes            []plan.Change `json:"changes"`
+	Skipped            []plan.Skip   `json:"skipped"`
+
+	// Noop lists partitions that were already as asked.
+	Noop []kafka.TopicPartition `json:"noop,omitempty"`
+	// Reason echoes the request's reason, for the audit trail.
+	Reason string `json:"reason,omitempty"`
+	// Replayed is set when this is an earlier result published again because the same
+	// event id arrived again (it did not run twice).
+	Replayed bool `json:"replayed,omitempty"`
+}

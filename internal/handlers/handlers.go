@@ -1,0 +1,102 @@
+// Package handlers holds one handler per event type. Each follows the same steps:
+// lock(cluster) → read → plan → guard → apply → verify, and returns a result that says
+// what was done and what was left alone, with reasons.
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/plan"
+)
+
+// Cluster is what handlers need of one configured Kafka cluster.
+type Cluster struct {
+	Name   string
+	Client *kgo.Client
+	// ZK is the session on the cluster's own ZooKeeper (nil for KRaft or when not
+	// configured); its lock lives in the same ensemble, so ZooKeeper writes are fenced.
+	ZK       *locks.Session
+	Chroot   string
+	Locker   *locks.Locker
+	Strategy kafka.Strategy // the configured default
+}
+
+// rejected is a request that cannot be carried out as asked: result "rejected".
+type rejected struct{ reason string }
+
+func (r *rejected) Error() string { return r.reason }
+
+func reject(format string, args ...any) error { return &rejected{fmt.Sprintf(format, args...)} }
+
+// asResult turns a rejection (ours or the planner's) into a rejected result.
+func asResult(res *events.Result, err error) (*events.Result, error) {
+	var r *rejected
+	var pr *plan.RejectError
+	switch {
+	case errors.As(err, &r), errors.As(err, &pr):
+		res.Status, res.Error = events.StatusRejected, err.Error()
+		return res, nil
+	}
+	return res, err
+}
+
+// lock takes the cluster lock for the job and returns a context that ends when the job's
+// context ends or the lock is lost, the lock (release it), and an earlier result of the
+// same event if another worker finished it meanwhile.
+func lock(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (context.Context, func(), *events.Result, error) {
+	held, err := c.Locker.Acquire(ctx, c.Name, job.Event.ID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	log.Debug("lock acquired", zap.String("node", held.Node()))
+	lctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(held.Context(), func() { cancel(context.Cause(held.Context())) })
+	release := func() {
+		stop()
+		cancel(nil)
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer rcancel()
+		if err := held.Release(rctx); err != nil {
+			log.Warn("release lock", zap.Error(err))
+		}
+	}
+	earlier, ok, err := job.Earlier(lctx)
+	if err != nil {
+		release()
+		return nil, nil, nil, err
+	}
+	if ok {
+		earlier.Replayed = true
+		return lctx, release, earlier, nil
+	}
+	return context.WithValue(lctx, heldKey{}, held), release, nil, nil
+}
+
+type heldKey struct{}
+
+func heldFrom(ctx context.Context) *locks.Held {
+	h, _ := ctx.Value(heldKey{}).(*locks.Held)
+	return h
+}
+
+// backend builds the cluster backend for a chosen strategy.
+func backend(ctx context.Context, c *Cluster, strategy kafka.Strategy, caps kafka.Capabilities) (kafka.Reorderer, error) {
+	if strategy == kafka.StrategyAPI {
+		return kafka.NewAPIBackend(c.Client), nil
+	}
+	held := heldFrom(ctx)
+	if held == nil || c.ZK == nil {
+		return nil, fmt.Errorf("strategy %s needs the cluster's zookeeper and a lock in it", strategy)
+	}
+	return kafka.NewZKBackend(strategy, kafka.ZKConfig{Conn: c.ZK.Conn(), Chroot: c.Chroot, Writer: held, Client: c.Client, Caps: caps})
+}

@@ -1,0 +1,285 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/plan"
+	"github.com/kafkamender/kafkamender/internal/retry"
+)
+
+// ReplicaChange handles replica-change-requested events. With preferred_leader it makes a
+// broker the preferred leader (head of the assigned replicas) and the leader of partitions:
+// AR swap through the cluster's backend, one batched preferred election, verification.
+type ReplicaChange struct {
+	Clusters map[string]*Cluster
+	Logger   *zap.Logger
+	// BlockedWait is how long to wait for partitions under reassignment before skipping
+	// them. Default 1m.
+	BlockedWait time.Duration
+	// VerifyTimeout bounds the wait for metadata to show the new orders and leaders.
+	// Default 30s.
+	VerifyTimeout time.Duration
+	// ApplyTimeout bounds retries of a reorder or an election. Default 2m.
+	ApplyTimeout time.Duration
+}
+
+var _ pipeline.Handler = (*ReplicaChange)(nil)
+
+func (h *ReplicaChange) defaults() {
+	if h.BlockedWait == 0 {
+		h.BlockedWait = time.Minute
+	}
+	if h.VerifyTimeout == 0 {
+		h.VerifyTimeout = 30 * time.Second
+	}
+	if h.ApplyTimeout == 0 {
+		h.ApplyTimeout = 2 * time.Minute
+	}
+	if h.Logger == nil {
+		h.Logger = zap.NewNop()
+	}
+}
+
+// Handle implements pipeline.Handler.
+func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
+	h.defaults()
+	ev := job.Event
+	req := ev.Payload.(*events.ReplicaChange)
+	res := &events.Result{Reason: req.Reason}
+	log := h.Logger.With(zap.String("id", ev.ID), zap.String("cluster", ev.Cluster), zap.String("topic", req.Topic))
+	if req.ReplicationFactor != nil {
+		return res, errors.New("replication_factor changes are not supported by this worker version")
+	}
+	c, ok := h.Clusters[ev.Cluster]
+	if !ok {
+		return asResult(res, reject("unknown cluster %q", ev.Cluster))
+	}
+	want := c.Strategy
+	if req.Strategy != "" {
+		s, err := kafka.ParseStrategy(req.Strategy)
+		if err != nil {
+			return asResult(res, reject("strategy: %v", err))
+		}
+		if s != kafka.StrategyAuto {
+			want = s
+		}
+	}
+	caps, err := kafka.Probe(ctx, c.Client)
+	if err != nil {
+		return res, retry.Transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+	}
+	strategy, err := kafka.Choose(want, caps, c.ZK != nil)
+	if err != nil {
+		return asResult(res, reject("cluster %s: %v", c.Name, err))
+	}
+	res.Strategy = string(strategy)
+	preq := plan.PreferredLeaderRequest{Topic: req.Topic, Partitions: req.Partitions, Broker: *req.PreferredLeader}
+
+	if req.DryRun {
+		snap, err := kafka.ReadSnapshot(ctx, c.Client, req.Topic)
+		if err != nil {
+			return res, retry.Transient(err)
+		}
+		p, err := plan.PreferredLeader(snap, preq)
+		if err != nil {
+			return asResult(res, err)
+		}
+		res.Status, res.Changes, res.Noop = events.StatusPlanned, p.Changes, p.Noop
+		res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
+		return res, nil
+	}
+
+	lctx, release, earlier, err := lock(ctx, c, job, log)
+	if err != nil {
+		return res, fmt.Errorf("lock cluster %s: %w", c.Name, err)
+	}
+	defer release()
+	if earlier != nil {
+		return earlier, nil
+	}
+	ctx = lctx
+	// The times of the result are those of the work under the lock, so that results show
+	// that operations on one cluster never overlap.
+	res.StartedAt = time.Now()
+	defer func() { res.FinishedAt = time.Now() }()
+
+	// Read and plan; wait a while for partitions under reassignment.
+	var (
+		snap    *kafka.Snapshot
+		p       plan.Plan
+		waitEnd = time.Now().Add(h.BlockedWait)
+	)
+	for {
+		if snap, err = kafka.ReadSnapshot(ctx, c.Client, req.Topic); err != nil {
+			return res, retry.Transient(err)
+		}
+		if p, err = plan.PreferredLeader(snap, preq); err != nil {
+			return asResult(res, err)
+		}
+		if len(p.Blocked) == 0 || time.Now().After(waitEnd) {
+			break
+		}
+		log.Info("partitions under reassignment; waiting", zap.Stringers("partitions", tps(p.Blocked)))
+		select {
+		case <-ctx.Done():
+			return res, context.Cause(ctx)
+		case <-time.After(2 * time.Second):
+		}
+	}
+	res.Noop = p.Noop
+	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, h.BlockedWait)...)
+	if len(p.Changes) == 0 {
+		return finish(res, 0), nil
+	}
+
+	be, err := backend(ctx, c, strategy, caps)
+	if err != nil {
+		return res, err
+	}
+	apply := func(op func() error) error {
+		actx, cancel := context.WithTimeout(ctx, h.ApplyTimeout)
+		defer cancel()
+		return retry.Do(actx, h.ApplyTimeout, op, func(err error, next time.Duration) {
+			log.Warn("retrying", zap.Error(err), zap.Duration("in", next))
+		})
+	}
+	if reorders := p.Reorders(); len(reorders) > 0 {
+		if err := apply(func() error { return be.Reorder(ctx, reorders) }); err != nil {
+			res.ControllerFailover = be.ControllerFailover()
+			return res, fmt.Errorf("reorder replicas: %w", err)
+		}
+	}
+	res.ControllerFailover = be.ControllerFailover()
+	electErrs := map[kafka.TopicPartition]error{}
+	if elections := p.Elections(); len(elections) > 0 {
+		err := apply(func() error {
+			out, err := be.ElectPreferred(ctx, elections)
+			if err != nil {
+				return err
+			}
+			electErrs = out
+			return nil
+		})
+		if err != nil {
+			// The reorders are done: report them, as they stand now.
+			res.Changes = h.observe(ctx, c, p.Changes, 0)
+			return res, fmt.Errorf("preferred election: %w", err)
+		}
+	}
+	for tp, err := range electErrs {
+		if err == nil {
+			delete(electErrs, tp)
+		}
+	}
+	res.Changes = h.observe(ctx, c, p.Changes, h.VerifyTimeout, electErrs)
+	verified := 0
+	for _, ch := range res.Changes {
+		want := changeFor(p.Changes, ch.TopicPartition)
+		if slices.Equal(ch.ReplicasAfter, want.ReplicasAfter) && ch.LeaderAfter == want.LeaderAfter {
+			verified++
+			continue
+		}
+		reason := fmt.Sprintf("after the change: replicas %v, leader %d (wanted %v led by %d)", ch.ReplicasAfter, ch.LeaderAfter, want.ReplicasAfter, want.LeaderAfter)
+		if e := electErrs[ch.TopicPartition]; e != nil {
+			reason = fmt.Sprintf("replicas reordered to %v but the election failed: %v", ch.ReplicasAfter, e)
+		}
+		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Reason: reason})
+	}
+	return finish(res, verified), nil
+}
+
+// finish sets the status from what was done (ok changes verified) and what was skipped.
+func finish(res *events.Result, ok int) *events.Result {
+	switch {
+	case len(res.Skipped) == 0 && ok == 0:
+		res.Status = events.StatusNoop
+	case len(res.Skipped) == 0:
+		res.Status = events.StatusSucceeded
+	case ok > 0 || len(res.Noop) > 0:
+		res.Status = events.StatusPartial
+	default:
+		res.Status = events.StatusFailed
+		var reasons []string
+		for _, s := range res.Skipped {
+			reasons = append(reasons, s.TopicPartition.String()+": "+s.Reason)
+		}
+		res.Error = "nothing could be changed: " + strings.Join(reasons, "; ")
+	}
+	return res
+}
+
+// observe re-reads the changed partitions until they show the planned order and leader
+// (or timeout passes; partitions in skip are not waited for) and reports them as they are.
+func (h *ReplicaChange) observe(ctx context.Context, c *Cluster, planned []plan.Change, timeout time.Duration, skip ...map[kafka.TopicPartition]error) []plan.Change {
+	deadline := time.Now().Add(timeout)
+	topics := map[string]bool{}
+	for _, ch := range planned {
+		topics[ch.Topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	var out []plan.Change
+	for {
+		out = out[:0]
+		done := true
+		snap, err := kafka.ReadSnapshot(ctx, c.Client, names...)
+		for _, ch := range planned {
+			got := ch
+			if err == nil {
+				if part, ok := snap.Partition(ch.TopicPartition); ok {
+					got.ReplicasAfter, got.LeaderAfter = part.Replicas, part.Leader
+				}
+			}
+			waitFor := len(skip) == 0 || skip[0][ch.TopicPartition] == nil
+			if err != nil || waitFor && (!slices.Equal(got.ReplicasAfter, ch.ReplicasAfter) || got.LeaderAfter != ch.LeaderAfter) {
+				done = false
+			}
+			out = append(out, got)
+		}
+		if done || time.Now().After(deadline) || ctx.Err() != nil {
+			return out
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func changeFor(changes []plan.Change, tp kafka.TopicPartition) plan.Change {
+	for _, c := range changes {
+		if c.TopicPartition == tp {
+			return c
+		}
+	}
+	return plan.Change{}
+}
+
+func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited time.Duration) []plan.Skip {
+	var out []plan.Skip
+	for _, tp := range blocked {
+		p, _ := snap.Partition(tp)
+		out = append(out, plan.Skip{TopicPartition: tp, Reason: fmt.Sprintf(
+			"under reassignment (adding %v, removing %v), still after waiting %s", p.Adding, p.Removing, waited)})
+	}
+	return out
+}
+
+func tps(l []kafka.TopicPartition) []fmt.Stringer {
+	out := make([]fmt.Stringer, len(l))
+	for i, tp := range l {
+		out[i] = tp
+	}
+	return out
+}
