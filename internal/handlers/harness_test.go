@@ -109,7 +109,7 @@ func (f *fleet) start(worker string) {
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
-		AckWait:        10 * time.Second, Logger: log,
+		AckWait:        10 * time.Second, Logger: log, InactiveThreshold: time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -74,17 +73,18 @@ func (s *Snapshot) Partition(tp TopicPartition) (Partition, bool) {
 }
 
 // ReadSnapshot reads brokers, the given topics' partitions and, when the cluster supports
-// it (Kafka 2.4+), their ongoing reassignments.
+// it (Kafka 2.4+), their ongoing reassignments. It always asks a broker: kadm's Metadata
+// answers from franz-go's cache for up to MetadataMinAge (5s by default), which would make
+// a verification see the state from before the change.
 func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snapshot, error) {
 	if len(topics) == 0 {
 		return nil, fmt.Errorf("read snapshot: no topics named")
 	}
-	adm := kadm.NewClient(cl)
-	md, err := adm.Metadata(ctx, topics...)
+	md, err := freshMetadata(ctx, cl, topics)
 	if err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+		return nil, err
 	}
-	s := &Snapshot{Controller: md.Controller, Brokers: map[int32]Broker{}, Topics: map[string][]Partition{}, Missing: map[string]error{}}
+	s := &Snapshot{Controller: md.ControllerID, Brokers: map[int32]Broker{}, Topics: map[string][]Partition{}, Missing: map[string]error{}}
 	for _, b := range md.Brokers {
 		rack := ""
 		if b.Rack != nil {
@@ -92,14 +92,20 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 		}
 		s.Brokers[b.NodeID] = Broker{ID: b.NodeID, Rack: rack}
 	}
+	byName := map[string]*kmsg.MetadataResponseTopic{}
+	for i := range md.Topics {
+		if t := md.Topics[i].Topic; t != nil {
+			byName[*t] = &md.Topics[i]
+		}
+	}
 	for _, name := range topics {
-		td, ok := md.Topics[name]
+		td, ok := byName[name]
 		if !ok {
 			s.Missing[name] = kerr.UnknownTopicOrPartition
 			continue
 		}
-		if td.Err != nil {
-			s.Missing[name] = td.Err
+		if err := kerr.ErrorForCode(td.ErrorCode); err != nil {
+			s.Missing[name] = err
 			continue
 		}
 		ps := make([]Partition, len(td.Partitions))
@@ -107,8 +113,8 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 			if pd.Partition < 0 || int(pd.Partition) >= len(ps) {
 				return nil, fmt.Errorf("metadata of %s: partition %d of %d", name, pd.Partition, len(ps))
 			}
-			if pd.Err != nil && pd.Err != kerr.LeaderNotAvailable && pd.Err != kerr.ReplicaNotAvailable {
-				return nil, fmt.Errorf("metadata of %s-%d: %w", name, pd.Partition, pd.Err)
+			if err := kerr.ErrorForCode(pd.ErrorCode); err != nil && err != kerr.LeaderNotAvailable && err != kerr.ReplicaNotAvailable {
+				return nil, fmt.Errorf("metadata of %s-%d: %w", name, pd.Partition, err)
 			}
 			ps[pd.Partition] = Partition{
 				TopicPartition: TopicPartition{name, pd.Partition},
@@ -137,6 +143,21 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 	return s, nil
 }
 
+// freshMetadata sends a metadata request for topics (bypassing franz-go's cache).
+func freshMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, t := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(t)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	return resp, nil
+}
+
 func topicNames(m map[string][]Partition) []string {
 	out := make([]string, 0, len(m))
 	for t := range m {
@@ -161,19 +182,18 @@ func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (ma
 	req.TimeoutMillis = 30000
 	if topics != nil {
 		// Partitions must be listed; ask metadata for them.
-		md, err := kadm.NewClient(cl).Metadata(ctx, topics...)
+		md, err := freshMetadata(ctx, cl, topics)
 		if err != nil {
-			return nil, fmt.Errorf("metadata: %w", err)
+			return nil, err
 		}
-		for _, t := range topics {
-			td, ok := md.Topics[t]
-			if !ok || td.Err != nil {
+		for _, td := range md.Topics {
+			if td.Topic == nil || kerr.ErrorForCode(td.ErrorCode) != nil {
 				continue
 			}
 			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
-			rt.Topic = t
-			for p := range td.Partitions {
-				rt.Partitions = append(rt.Partitions, p)
+			rt.Topic = *td.Topic
+			for _, p := range td.Partitions {
+				rt.Partitions = append(rt.Partitions, p.Partition)
 			}
 			req.Topics = append(req.Topics, rt)
 		}

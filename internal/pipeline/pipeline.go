@@ -23,6 +23,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,7 +83,11 @@ type Config struct {
 	// event subject. Consumers of the work-queue stream must not overlap.
 	Consumer       string
 	FilterSubjects []string
-	Concurrency    int // events handled at once by this worker; default 4
+	// InactiveThreshold, when set, lets JetStream delete the consumer after it had no
+	// worker for that long (tests use it so a crashed test leaves nothing behind). Zero
+	// keeps the consumer for ever, as a fleet's should.
+	InactiveThreshold time.Duration
+	Concurrency       int // events handled at once by this worker; default 4
 	// AckWait is how long JetStream waits for an acknowledgement before redelivering;
 	// in-progress acknowledgements extend it while a handler runs. Default 30s.
 	AckWait time.Duration
@@ -188,15 +193,16 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		return fmt.Errorf("stream %s: %w", events.ResultsStream, err)
 	}
 	cons, err := evs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:        p.cfg.Consumer,
-		Description:    "shared by every kafkamender worker",
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        p.cfg.AckWait,
-		MaxAckPending:  1000,
-		FilterSubjects: p.cfg.FilterSubjects,
+		Durable:           p.cfg.Consumer,
+		Description:       "shared by every kafkamender worker",
+		AckPolicy:         jetstream.AckExplicitPolicy,
+		AckWait:           p.cfg.AckWait,
+		MaxAckPending:     1000,
+		FilterSubjects:    p.cfg.FilterSubjects,
+		InactiveThreshold: p.cfg.InactiveThreshold,
 	})
 	if err != nil {
-		return fmt.Errorf("consumer %s: %w", p.cfg.Consumer, err)
+		return fmt.Errorf("consumer %s: %w%s", p.cfg.Consumer, err, p.overlapping(ctx, evs, err))
 	}
 	p.mu.Lock()
 	p.results, p.cons = res, cons
@@ -267,3 +273,30 @@ func (p *Pipeline) Ready() error {
 	}
 	return nil
 }
+
+// overlapping explains a refused consumer on the work-queue stream: it names the other
+// consumers, whose subjects overlap ours.
+func (p *Pipeline) overlapping(ctx context.Context, evs jetstream.Stream, err error) string {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWQConsumerNotUnique {
+		return ""
+	}
+	var others []string
+	infos := evs.ListConsumers(ctx)
+	for ci := range infos.Info() {
+		if ci.Name == p.cfg.Consumer {
+			continue
+		}
+		subjects := ci.Config.FilterSubjects
+		if ci.Config.FilterSubject != "" {
+			subjects = append(subjects, ci.Config.FilterSubject)
+		}
+		others = append(others, fmt.Sprintf("%s %v", ci.Name, subjects))
+	}
+	return fmt.Sprintf(" (a work-queue stream gives each subject to one consumer; these consumers take some of %v: %s; delete them or narrow nats.subjects)",
+		p.cfg.FilterSubjects, strings.Join(others, ", "))
+}
+
+// errCodeWQConsumerNotUnique is JetStream's "filtered consumer not unique on workqueue
+// stream" (nats.go has no constant for it).
+const errCodeWQConsumerNotUnique jetstream.ErrorCode = 10100

@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
 )
 
 // CreateTopic creates topic with an explicit replica assignment (assignment[p] is the
@@ -17,37 +17,8 @@ import (
 // metadata, and deletes the topic when the test ends.
 func CreateTopic(t testing.TB, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) {
 	t.Helper()
-	req := kmsg.NewPtrCreateTopicsRequest()
-	req.TimeoutMillis = 30000
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic = topic
-	rt.NumPartitions = -1
-	rt.ReplicationFactor = -1
-	for p, replicas := range assignment {
-		ra := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
-		ra.Partition = int32(p)
-		ra.Replicas = replicas
-		rt.ReplicaAssignment = append(rt.ReplicaAssignment, ra)
-	}
-	for k, v := range configs {
-		c := kmsg.NewCreateTopicsRequestTopicConfig()
-		c.Name = k
-		c.Value = kmsg.StringPtr(v)
-		rt.Configs = append(rt.Configs, c)
-	}
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(t.Context(), cl)
-	if err != nil {
-		t.Fatalf("create topic %s: %v", topic, err)
-	}
-	for _, r := range resp.Topics {
-		if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
-			msg := ""
-			if r.ErrorMessage != nil {
-				msg = ": " + *r.ErrorMessage
-			}
-			t.Fatalf("create topic %s: %v%s", topic, err, msg)
-		}
+	if err := kafka.CreateTopic(t.Context(), cl, topic, assignment, configs); err != nil {
+		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

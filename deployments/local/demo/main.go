@@ -1,7 +1,9 @@
-// Command demo shows kafkamender working against the local stack: it starts bin/worker with
-// deployments/local/worker.yaml, waits until the worker says it is ready, shows its health,
-// readiness and metrics, and stops it with SIGTERM. `go tool task demo` brings the stack up
-// and builds bin/ first.
+// Command demo shows kafkamender fixing the local stack: it starts bin/worker with
+// deployments/local/worker.yaml, waits until the worker is ready, creates a topic whose
+// partitions are led by the wrong brokers, asks (with bin/emitter, as an alerting system
+// would) for broker 3 to become the preferred leader of two of them, prints the worker's
+// result and the placement before and after, then stops the worker with SIGTERM.
+// `go tool task demo` brings the stack up and builds bin/ first.
 package main
 
 import (
@@ -16,6 +18,13 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
 const (
@@ -50,14 +59,15 @@ func run() error {
 	go func() { exited <- worker.Wait() }()
 	defer worker.Process.Kill()
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var ready string
+	started := time.Now()
 	for ready == "" {
 		select {
 		case err := <-exited:
 			return fmt.Errorf("the worker exited (%v); its log:\n%s", err, readFile(logf))
-		case <-ctx.Done():
+		case <-time.After(time.Until(started.Add(time.Minute))):
 			body, _ := get("/readyz")
 			return fmt.Errorf("the worker was not ready within a minute; /readyz: %s\n%s", body, readFile(logf))
 		case <-time.After(500 * time.Millisecond):
@@ -82,6 +92,10 @@ func run() error {
 			fmt.Println(sc.Text())
 		}
 	}
+	if err := fix(ctx); err != nil {
+		return fmt.Errorf("%w\nworker log:\n%s", err, readFile(logf))
+	}
+
 	fmt.Println("==> stopping the worker (SIGTERM)")
 	if err := worker.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
@@ -123,4 +137,84 @@ func readFile(path string) string {
 		return err.Error()
 	}
 	return string(raw)
+}
+
+const demoTopic = "demo-orders"
+
+// fix creates demoTopic on the "local" cluster with partitions 0 and 1 led by brokers 1 and
+// 2, has the worker make broker 3 their preferred leader, and shows the placement before
+// and after.
+func fix(ctx context.Context) error {
+	c, err := stack.ClusterByName("local")
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	// Start from a known placement: drop the topic a previous demo left.
+	if _, err := adm.DeleteTopic(ctx, demoTopic); err == nil {
+		for {
+			md, err := adm.Metadata(ctx, demoTopic)
+			if err == nil && md.Topics[demoTopic].Err != nil {
+				break
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	assignment := [][]int32{{1, 2, 3}, {2, 3, 4}, {3, 4, 1}}
+	for {
+		err := kafka.CreateTopic(ctx, cl, demoTopic, assignment, nil)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.TopicAlreadyExists) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond) // deletion still in progress
+	}
+	if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, before"); err != nil {
+		return err
+	}
+	args := []string{"preferred-leader", "--cluster", "local", "--topic", demoTopic,
+		"--partition", "0", "--partition", "1", "--broker", "3", "--reason", "demo: broker 1 and 2 are overloaded", "--wait"}
+	fmt.Printf("==> bin/emitter %s\n", strings.Join(args, " "))
+	em := exec.CommandContext(ctx, "bin/emitter", args...)
+	em.Stdout, em.Stderr = os.Stdout, os.Stderr
+	if err := em.Run(); err != nil {
+		return fmt.Errorf("emitter: %w", err)
+	}
+	return show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after")
+}
+
+func show(ctx context.Context, cl *kgo.Client, title string) error {
+	var snap *kafka.Snapshot
+	var err error
+	for range 50 { // a new topic needs a moment to have leaders everywhere
+		snap, err = kafka.ReadSnapshot(ctx, cl, demoTopic)
+		if err == nil && len(snap.Topics[demoTopic]) > 0 && allLed(snap.Topics[demoTopic]) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Println(title)
+	for _, p := range snap.Topics[demoTopic] {
+		fmt.Printf("  partition %d: replicas %v, leader %d\n", p.Partition, p.Replicas, p.Leader)
+	}
+	return nil
+}
+
+func allLed(ps []kafka.Partition) bool {
+	for _, p := range ps {
+		if p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
