@@ -84,9 +84,15 @@ func newFleet(t *testing.T, env *testenv.Env, real string) *fleet {
 }
 
 // start runs one worker of the fleet until the test ends.
-func (f *fleet) start(worker string) {
+func (f *fleet) start(worker string) { f.startKillable(worker) }
+
+// startKillable runs one worker of the fleet, on a NATS connection of its own, and returns
+// a kill function: it drops the worker's connection and stops it at once, as a crash
+// would: no acknowledgement, negative or not, leaves the worker.
+func (f *fleet) startKillable(worker string) (kill func()) {
 	t := f.t
 	t.Helper()
+	nc := f.env.NATS(t)
 	c := f.env.Cluster(t, f.real)
 	cl := f.env.Kafka(t, f.real, kgo.WithHooks(f.requests))
 	servers := []string{stack.ZooKeeperAddr}
@@ -104,7 +110,7 @@ func (f *fleet) start(worker string) {
 		hc.ZK, hc.Chroot = sess, stack.KafkaChroot
 	}
 	log := zaptest.NewLogger(t).Named(worker)
-	pl, err := pipeline.New(f.nc, map[string]pipeline.Handler{
+	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
 		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: map[string]*handlers.Cluster{f.alias: hc}, Logger: log, BlockedWait: 5 * time.Second},
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
@@ -128,6 +134,11 @@ func (f *fleet) start(worker string) {
 		}
 	})
 	testenv.Eventually(t, 30*time.Second, pl.Ready)
+	return func() {
+		nc.Close()
+		cancel()
+		<-done
+	}
 }
 
 // event is an envelope for the fleet's alias, ready to publish.
