@@ -96,7 +96,15 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		}
 	})
 	yaml := bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1)
-	yaml = bytes.Replace(yaml, []byte("  url: nats://127.0.0.1:4222"), []byte("  url: nats://127.0.0.1:4222\n  consumer: "+consumer+"\n  subjects: [kafkamender.events."+consumer+".>]"), 1)
+	for from, to := range map[string]string{
+		"consumer: kafkamender-workers":    "consumer: " + consumer,
+		"subjects: [kafkamender.events.>]": "subjects: [kafkamender.events." + consumer + ".>]",
+	} {
+		if !bytes.Contains(yaml, []byte(from)) {
+			t.Fatalf("worker.yaml no longer contains %q", from)
+		}
+		yaml = bytes.Replace(yaml, []byte(from), []byte(to), 1)
+	}
 	if err := os.WriteFile(cfg, yaml, 0o600); err != nil {
 		t.Fatal(err)
 	}
