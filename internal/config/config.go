@@ -61,7 +61,10 @@ type NATS struct {
 // Lock configures the ZooKeeper that holds kafkamender's per-cluster locks.
 type Lock struct {
 	// ZooKeeper is a connect string, host:port[,host:port...][/chroot]; see
-	// [ParseZKConnect]. Required.
+	// [ParseZKConnect]. Required. It holds the locks of clusters that have no
+	// zookeeper of their own (KRaft); a cluster with one keeps its lock there, under
+	// Root (outside Kafka's chroot), so that the lock fences the worker's writes to
+	// that cluster's znodes in one ZooKeeper transaction.
 	ZooKeeper string `yaml:"zookeeper"`
 	// Root is the znode under which the locks live. Default /kafkamender/locks.
 	Root string `yaml:"root"`

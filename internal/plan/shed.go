@@ -1,0 +1,490 @@
+package plan
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+)
+
+// ShedRequest asks to move partition leadership off Broker (event broker-overloaded).
+type ShedRequest struct {
+	Broker        int32
+	Topics        []string // only these topics (nil or empty = every topic of the snapshot)
+	ExcludeTopics []string // never these topics (wins over Topics)
+	// MaxPartitions caps the number of partitions changed (0 = no cap). The first ones in
+	// (topic, partition) order are changed; the rest are skipped with a reason.
+	MaxPartitions int
+	// DemoteToEnd also moves Broker to the tail of the assigned replicas of every changed
+	// partition, so that a later preferred election (or Kafka's auto leader rebalance) does
+	// not hand leadership back.
+	DemoteToEnd bool
+	// Avoid lists brokers reported overloaded recently: one of them is chosen only when no
+	// other candidate exists for that partition.
+	Avoid []int32
+	// WaitBlocked sends partitions under reassignment to Plan.Blocked (the caller waits and
+	// plans again); otherwise they are skipped with a reason.
+	WaitBlocked bool
+}
+
+// Shed plans moving partition leadership off req.Broker (B).
+//
+// The partitions concerned are those of the selected topics that B leads, and those whose
+// preferred leader (head of the assigned replicas, AR) is B although B does not lead them:
+// left alone, the next preferred election would give them back to B.
+//
+// For each such partition a new head is chosen among its candidates: replicas in the ISR,
+// other than B, and live (present in the snapshot's brokers). Brokers in req.Avoid are
+// dropped from a partition's candidates unless they are all it has. The chosen broker swaps
+// positions with the old head of the AR; with DemoteToEnd, B then moves to the tail (the
+// others keep their relative order). Change.LeaderAfter is the chosen broker: the caller
+// applies every reorder, then elects the preferred leader of Plan.Elections() in one batch.
+//
+//   - B heads the AR but another candidate leads: that leader is chosen (it moves nothing,
+//     so Avoid does not apply), and no election is needed.
+//   - under reassignment: Blocked when req.WaitBlocked, else skipped.
+//   - no candidate: skipped ("no in-sync replica other than broker B").
+//   - beyond req.MaxPartitions, in (topic, partition) order: skipped.
+//
+// Balance. The other choices move leadership, and together they make the leader counts of
+// the other live brokers as even as possible. Counts start from the leaders of every
+// partition of the snapshot, not only of the selected topics (so the caller should read
+// every topic of the cluster), without those B leads. The result is decreasingly minimal:
+// no other choice of eligible candidates gives a sorted (largest first) vector of leader
+// counts that is lexicographically smaller. Such a result at once minimises the largest
+// count, maximises the smallest (hence their difference) and minimises the sum of squares
+// (Frank and Murota, "Discrete decreasing minimization", on M-convex sets). Among equally
+// good choices, ties go to the lower broker id. See balance for how.
+//
+// Rejected (*RejectError): a negative MaxPartitions, a topic of req.Topics that the
+// snapshot does not have, and a B that is no live broker, leads nothing and is no replica
+// of any partition. A B that leads and heads nothing among the selected partitions is no
+// error: the plan is empty (noop).
+//
+// The plan is deterministic (Changes, Skipped and Blocked in (topic, partition) order) and
+// the snapshot is not modified. Time is O(P) for the P partitions of the snapshot plus
+// O(k log k) for the k partitions of B, and the balancing pass (small for real clusters).
+func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
+	b := req.Broker
+	if req.MaxPartitions < 0 {
+		return Plan{}, reject("max_partitions %d is negative", req.MaxPartitions)
+	}
+	topics, err := shedTopics(s, req)
+	if err != nil {
+		return Plan{}, err
+	}
+
+	// Live brokers, densely numbered in id order, with their current leader counts.
+	ids := make([]int32, 0, len(s.Brokers))
+	for id := range s.Brokers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	dense := newBrokerIndex(ids)
+	load := make([]int, len(ids))
+	_, known := s.Brokers[b]
+	known = known && b >= 0
+	for _, ps := range s.Topics { // counting: the order does not matter
+		for i := range ps {
+			p := &ps[i]
+			if d, ok := dense.get(p.Leader); ok {
+				load[d]++
+			}
+			if !known && b >= 0 && (p.Leader == b || slices.Contains(p.Replicas, b)) {
+				known = true
+			}
+		}
+	}
+	if !known {
+		return Plan{}, reject("broker %d is not a broker of this cluster", b)
+	}
+	avoid := make([]bool, len(ids))
+	for _, a := range req.Avoid {
+		if d, ok := dense.get(a); ok {
+			avoid[d] = true
+		}
+	}
+
+	var (
+		plan  Plan
+		items []shedItem
+		cands []int32 // candidates of every item, as dense broker numbers
+	)
+	for _, t := range topics {
+		ps := s.Topics[t]
+		for i := range ps {
+			p := &ps[i]
+			led := p.Leader == b
+			if !led && (len(p.Replicas) == 0 || p.Replicas[0] != b) {
+				continue
+			}
+			if p.Reassigning() {
+				if req.WaitBlocked {
+					plan.Blocked = append(plan.Blocked, p.TopicPartition)
+				} else {
+					plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition,
+						fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing)})
+				}
+				continue
+			}
+			lo := len(cands)
+			var notLive []int32
+			for _, r := range p.Replicas {
+				if r == b || !p.InSync(r) {
+					continue
+				}
+				d, ok := dense.get(r)
+				if !ok {
+					notLive = append(notLive, r)
+					continue
+				}
+				if !slices.Contains(cands[lo:], d) {
+					cands = append(cands, d)
+				}
+			}
+			c := cands[lo:]
+			if len(c) == 0 {
+				reason := fmt.Sprintf("no in-sync replica other than broker %d", b)
+				if len(notLive) > 0 {
+					reason = fmt.Sprintf("no live in-sync replica other than broker %d (isr %v; not live: %v)", b, p.ISR, notLive)
+				}
+				plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, reason})
+				continue
+			}
+			slices.Sort(c)
+			it := shedItem{p: p, lo: int32(lo), choice: -1}
+			if !led {
+				if d, ok := dense.get(p.Leader); ok && slices.Contains(c, d) {
+					it.choice = d // keep the leader: nothing moves
+				}
+			}
+			if it.choice < 0 {
+				// Drop avoided brokers unless they are all there is (in place, order kept).
+				k := 0
+				for _, d := range c {
+					if !avoid[d] {
+						c[k] = d
+						k++
+					}
+				}
+				if k > 0 {
+					cands = cands[:lo+k]
+				}
+			}
+			it.hi = int32(len(cands))
+			items = append(items, it)
+		}
+	}
+	if req.MaxPartitions > 0 && len(items) > req.MaxPartitions {
+		for _, it := range items[req.MaxPartitions:] {
+			plan.Skipped = append(plan.Skipped, Skip{it.p.TopicPartition, fmt.Sprintf("beyond max_partitions %d", req.MaxPartitions)})
+		}
+		items = items[:req.MaxPartitions]
+	}
+	slices.SortFunc(plan.Skipped, func(x, y Skip) int { return compareTP(x.TopicPartition, y.TopicPartition) })
+	if len(items) == 0 {
+		return plan, nil
+	}
+
+	// Balance the moves. A partition B heads but does not lead, whose leader is live but no
+	// candidate, loses that leader at the election: take it off the leader's count.
+	var (
+		moving []int32   // indices into items
+		mc     [][]int32 // their candidates
+	)
+	for i, it := range items {
+		if it.choice >= 0 {
+			continue
+		}
+		if l := it.p.Leader; l != b {
+			if d, ok := dense.get(l); ok {
+				load[d]--
+			}
+		}
+		moving = append(moving, int32(i))
+		mc = append(mc, cands[it.lo:it.hi])
+	}
+	for i, d := range balance(load, mc) {
+		items[moving[i]].choice = d
+	}
+
+	// One backing array for every before/after list.
+	n := 0
+	for _, it := range items {
+		n += 2 * len(it.p.Replicas)
+	}
+	arena := make([]int32, n)
+	plan.Changes = make([]Change, 0, len(items))
+	for _, it := range items {
+		p, to := it.p, ids[it.choice]
+		r := len(p.Replicas)
+		before, after := arena[:r:r], arena[r:2*r:2*r]
+		arena = arena[2*r:]
+		copy(before, p.Replicas)
+		copy(after, p.Replicas)
+		if j := slices.Index(after, to); j > 0 {
+			after[0], after[j] = after[j], after[0]
+		}
+		if req.DemoteToEnd {
+			if j := slices.Index(after, b); j >= 0 {
+				copy(after[j:], after[j+1:])
+				after[r-1] = b
+			}
+		}
+		plan.Changes = append(plan.Changes, Change{
+			TopicPartition: p.TopicPartition, ReplicasBefore: before, ReplicasAfter: after,
+			LeaderBefore: p.Leader, LeaderAfter: to,
+		})
+	}
+	return plan, nil
+}
+
+// brokerIndex numbers the live brokers 0..n-1 in id order. Ids are looked up once per
+// partition of the snapshot, so small ids (the usual case) use a table instead of a map.
+type brokerIndex struct {
+	table []int32 // table[id] = number+1, 0 when not live
+	m     map[int32]int32
+}
+
+func newBrokerIndex(ids []int32) brokerIndex {
+	if len(ids) == 0 || ids[0] < 0 || int(ids[len(ids)-1]) > 64*len(ids)+1024 {
+		m := make(map[int32]int32, len(ids))
+		for i, id := range ids {
+			m[id] = int32(i)
+		}
+		return brokerIndex{m: m}
+	}
+	t := make([]int32, ids[len(ids)-1]+1)
+	for i, id := range ids {
+		t[id] = int32(i) + 1
+	}
+	return brokerIndex{table: t}
+}
+
+func (x brokerIndex) get(id int32) (int32, bool) {
+	if x.m != nil {
+		d, ok := x.m[id]
+		return d, ok
+	}
+	if id < 0 || int(id) >= len(x.table) || x.table[id] == 0 {
+		return 0, false
+	}
+	return x.table[id] - 1, true
+}
+
+// shedItem is a partition Shed changes: its candidates are cands[lo:hi] (dense broker
+// numbers, ascending) and choice is the chosen one (-1 until chosen).
+type shedItem struct {
+	p      *kafka.Partition
+	lo, hi int32
+	choice int32
+}
+
+// shedTopics returns the selected topics, sorted, or rejects unknown ones.
+func shedTopics(s *kafka.Snapshot, req ShedRequest) ([]string, error) {
+	var names []string
+	if len(req.Topics) == 0 {
+		names = make([]string, 0, len(s.Topics))
+		for t := range s.Topics {
+			names = append(names, t)
+		}
+		slices.Sort(names)
+	} else {
+		names = slices.Clone(req.Topics)
+		slices.Sort(names)
+		names = slices.Compact(names)
+		var unknown []string
+		for _, t := range names {
+			if err, ok := s.Missing[t]; ok {
+				unknown = append(unknown, fmt.Sprintf("topic %q does not exist (%v)", t, err))
+			} else if _, ok := s.Topics[t]; !ok {
+				unknown = append(unknown, fmt.Sprintf("topic %q was not read", t))
+			}
+		}
+		if len(unknown) > 0 {
+			return nil, reject("%s", strings.Join(unknown, "; "))
+		}
+	}
+	if len(req.ExcludeTopics) > 0 {
+		names = slices.DeleteFunc(names, func(t string) bool { return slices.Contains(req.ExcludeTopics, t) })
+	}
+	return names, nil
+}
+
+func compareTP(a, b kafka.TopicPartition) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
+}
+
+// balance gives each item i one of its candidates cands[i] (dense broker numbers, ascending,
+// distinct, at least one) so that the final loads are decreasingly minimal: no other choice
+// gives a sorted (largest first) load vector that is lexicographically smaller. load holds
+// the starting count of every broker and ends with the final counts.
+//
+// It works in two steps:
+//
+//  1. Greedy: the most constrained items first (fewest candidates, then input order), each
+//     to its candidate with the lowest count, then the lowest number. This is optimal or
+//     close to it on real clusters, and makes the ties go to the lowest broker id.
+//  2. Repair: while some broker u can hand one item along a chain of items (u's item to v,
+//     one of v's items to w, …) to a broker t with load[t] <= load[u]-2, do so. Only u and t
+//     change counts, and the sum of squares drops, so this ends; an assignment without such
+//     a chain ("cost-reducing path") is optimal (Harvey, Ladner, Lovász, Tamir 2003), and
+//     optimal for every convex cost at once, which is the decreasing minimality above.
+//
+// Items with the same candidate set form a class, and the chains are searched over brokers
+// through classes (u → v when a class holds both and has an item on u), so a search costs
+// O(sum over classes of its size squared), independent of the number of items per class.
+func balance(load []int, cands [][]int32) []int32 {
+	n := len(cands)
+	choice := make([]int32, n)
+	if n == 0 {
+		return choice
+	}
+	// Classes: runs of equal candidate sets once sorted.
+	bySet := make([]int32, n)
+	for i := range bySet {
+		bySet[i] = int32(i)
+	}
+	slices.SortFunc(bySet, func(a, b int32) int {
+		if c := slices.Compare(cands[a], cands[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	classOf := make([]int32, n)
+	var classes []shedClass
+	for i, it := range bySet {
+		if i == 0 || !slices.Equal(cands[it], cands[bySet[i-1]]) {
+			classes = append(classes, shedClass{members: cands[it]})
+		}
+		classOf[it] = int32(len(classes) - 1)
+		classes[len(classes)-1].size++
+	}
+	// held[k] lists the class's items on members[k]; it never holds more than size items,
+	// so each gets a fixed region of one array.
+	heldN, itemsN := 0, 0
+	for _, c := range classes {
+		heldN += len(c.members)
+		itemsN += len(c.members) * c.size
+	}
+	heads, room := make([][]int32, heldN), make([]int32, itemsN)
+	for i := range classes {
+		c := &classes[i]
+		c.held, heads = heads[:len(c.members):len(c.members)], heads[len(c.members):]
+		for k := range c.held {
+			c.held[k], room = room[:0:c.size], room[c.size:]
+		}
+	}
+
+	order := slices.Clone(bySet)
+	slices.Sort(order)
+	slices.SortStableFunc(order, func(a, b int32) int { return cmp.Compare(len(cands[a]), len(cands[b])) })
+	for _, it := range order {
+		c := cands[it]
+		best := 0
+		for k := 1; k < len(c); k++ {
+			if load[c[k]] < load[c[best]] {
+				best = k
+			}
+		}
+		choice[it] = c[best]
+		load[c[best]]++
+		cl := &classes[classOf[it]]
+		k := slices.Index(cl.members, c[best])
+		cl.held[k] = append(cl.held[k], it)
+	}
+	repair(load, classes, choice)
+	return choice
+}
+
+type shedClass struct {
+	members []int32   // candidate brokers, ascending
+	size    int       // items in the class
+	held    [][]int32 // held[k]: items of the class on members[k], in assignment order
+}
+
+// repair moves items along cost-reducing paths until there is none (see balance).
+func repair(load []int, classes []shedClass, choice []int32) {
+	type slot struct{ class, pos int32 } // a member of a class
+	of := make([][]slot, len(load))      // the classes of each broker
+	var sources []int32                  // brokers in some class
+	for c, cl := range classes {
+		for k, m := range cl.members {
+			if len(of[m]) == 0 {
+				sources = append(sources, m)
+			}
+			of[m] = append(of[m], slot{int32(c), int32(k)})
+		}
+	}
+	var (
+		seen   = make([]bool, len(load))
+		parent = make([]int32, len(load)) // the broker an item comes from
+		via    = make([]slot, len(load))  // the class and parent's position in it
+		at     = make([]int32, len(load)) // the broker's position in that class
+		queue  = make([]int32, 0, len(sources))
+	)
+	for {
+		// Most loaded first, then the lowest number: deterministic.
+		slices.SortFunc(sources, func(a, b int32) int {
+			if c := cmp.Compare(load[b], load[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a, b)
+		})
+		low := load[sources[len(sources)-1]]
+		moved := false
+		for _, u := range sources {
+			if load[u]-2 < low {
+				break // no broker is low enough for this one, nor for the next ones
+			}
+			clear(seen)
+			seen[u] = true
+			queue = append(queue[:0], u)
+			for q := 0; q < len(queue); q++ {
+				p := queue[q]
+				for _, sl := range of[p] {
+					cl := &classes[sl.class]
+					if len(cl.held[sl.pos]) == 0 {
+						continue
+					}
+					for k, v := range cl.members {
+						if !seen[v] {
+							seen[v], parent[v], via[v], at[v] = true, p, sl, int32(k)
+							queue = append(queue, v)
+						}
+					}
+				}
+			}
+			t := int32(-1)
+			for _, v := range queue[1:] {
+				if load[v] <= load[u]-2 && (t < 0 || load[v] < load[t] || load[v] == load[t] && v < t) {
+					t = v
+				}
+			}
+			if t < 0 {
+				continue
+			}
+			// Walk back from t: each step pops from a list untouched since the search.
+			for v := t; v != u; v = parent[v] {
+				cl := &classes[via[v].class]
+				h := cl.held[via[v].pos]
+				it := h[len(h)-1]
+				cl.held[via[v].pos] = h[:len(h)-1]
+				cl.held[at[v]] = append(cl.held[at[v]], it)
+				choice[it] = v
+			}
+			load[u]--
+			load[t]++
+			moved = true
+			break
+		}
+		if !moved {
+			return
+		}
+	}
+}
