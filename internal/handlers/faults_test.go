@@ -76,9 +76,12 @@ func TestKilledWorkerLosesNoEvent(t *testing.T) {
 	if res.Status != events.StatusSucceeded || res.Worker != "worker-b" || res.Attempt != 2 {
 		t.Fatalf("result %s by %s, attempt %d (%s): want succeeded by worker-b on attempt 2", res.Status, res.Worker, res.Attempt, res.Error)
 	}
-	if got := state(t, f, topic); got[0].Leader != 3 || got[0].Replicas[0] != 3 {
-		t.Fatalf("partition after: %+v", got[0])
-	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := state(t, f, topic); got[0].Leader != 3 || got[0].Replicas[0] != 3 {
+			return fmt.Errorf("partition after: %+v", got[0])
+		}
+		return nil
+	})
 }
 
 // NATS restarts while an event waits: it is kept (file storage), the worker reconnects and

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -147,54 +145,9 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 	if err != nil {
 		return res, err
 	}
-	apply := func(op func() error) error {
-		actx, cancel := context.WithTimeout(ctx, h.ApplyTimeout)
-		defer cancel()
-		return retry.Do(actx, h.ApplyTimeout, op, func(err error, next time.Duration) {
-			log.Warn("retrying", zap.Error(err), zap.Duration("in", next))
-		})
-	}
-	if reorders := p.Reorders(); len(reorders) > 0 {
-		if err := apply(func() error { return be.Reorder(ctx, reorders) }); err != nil {
-			res.ControllerFailover = be.ControllerFailover()
-			return res, fmt.Errorf("reorder replicas: %w", err)
-		}
-	}
-	res.ControllerFailover = be.ControllerFailover()
-	electErrs := map[kafka.TopicPartition]error{}
-	if elections := p.Elections(); len(elections) > 0 {
-		err := apply(func() error {
-			out, err := be.ElectPreferred(ctx, elections)
-			if err != nil {
-				return err
-			}
-			electErrs = out
-			return nil
-		})
-		if err != nil {
-			// The reorders are done: report them, as they stand now.
-			res.Changes = h.observe(ctx, c, p.Changes, 0)
-			return res, fmt.Errorf("preferred election: %w", err)
-		}
-	}
-	for tp, err := range electErrs {
-		if err == nil {
-			delete(electErrs, tp)
-		}
-	}
-	res.Changes = h.observe(ctx, c, p.Changes, h.VerifyTimeout, electErrs)
-	verified := 0
-	for _, ch := range res.Changes {
-		want := changeFor(p.Changes, ch.TopicPartition)
-		if slices.Equal(ch.ReplicasAfter, want.ReplicasAfter) && ch.LeaderAfter == want.LeaderAfter {
-			verified++
-			continue
-		}
-		reason := fmt.Sprintf("after the change: replicas %v, leader %d (wanted %v led by %d)", ch.ReplicasAfter, ch.LeaderAfter, want.ReplicasAfter, want.LeaderAfter)
-		if e := electErrs[ch.TopicPartition]; e != nil {
-			reason = fmt.Sprintf("replicas reordered to %v but the election failed: %v", ch.ReplicasAfter, e)
-		}
-		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Reason: reason})
+	verified, err := execute(ctx, be, c, p, res, execOptions{apply: h.ApplyTimeout, verify: h.VerifyTimeout}, log)
+	if err != nil {
+		return res, err
 	}
 	return finish(res, verified), nil
 }
@@ -217,53 +170,6 @@ func finish(res *events.Result, ok int) *events.Result {
 		res.Error = "nothing could be changed: " + strings.Join(reasons, "; ")
 	}
 	return res
-}
-
-// observe re-reads the changed partitions until they show the planned order and leader
-// (or timeout passes; partitions in skip are not waited for) and reports them as they are.
-func (h *ReplicaChange) observe(ctx context.Context, c *Cluster, planned []plan.Change, timeout time.Duration, skip ...map[kafka.TopicPartition]error) []plan.Change {
-	deadline := time.Now().Add(timeout)
-	topics := map[string]bool{}
-	for _, ch := range planned {
-		topics[ch.Topic] = true
-	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
-	}
-	sort.Strings(names)
-	var out []plan.Change
-	for {
-		out = out[:0]
-		done := true
-		snap, err := kafka.ReadSnapshot(ctx, c.Client, names...)
-		for _, ch := range planned {
-			got := ch
-			if err == nil {
-				if part, ok := snap.Partition(ch.TopicPartition); ok {
-					got.ReplicasAfter, got.LeaderAfter = part.Replicas, part.Leader
-				}
-			}
-			waitFor := len(skip) == 0 || skip[0][ch.TopicPartition] == nil
-			if err != nil || waitFor && (!slices.Equal(got.ReplicasAfter, ch.ReplicasAfter) || got.LeaderAfter != ch.LeaderAfter) {
-				done = false
-			}
-			out = append(out, got)
-		}
-		if done || time.Now().After(deadline) || ctx.Err() != nil {
-			return out
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-func changeFor(changes []plan.Change, tp kafka.TopicPartition) plan.Change {
-	for _, c := range changes {
-		if c.TopicPartition == tp {
-			return c
-		}
-	}
-	return plan.Change{}
 }
 
 func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited time.Duration) []plan.Skip {

@@ -74,12 +74,17 @@ func TestPreferredLeaderEachStrategy(t *testing.T) {
 			if fmt.Sprint(res.Changes) != fmt.Sprint(want) {
 				t.Errorf("changes %v, want %v", res.Changes, want)
 			}
-			got := state(t, f, topic)
-			for p, w := range [][]int32{{3, 2, 1}, {3, 2, 1}, {3, 1, 2}} {
-				if !slices.Equal(got[p].Replicas, w) || got[p].Leader != w[0] {
-					t.Errorf("partition %d: replicas %v leader %d, want %v led by %d", p, got[p].Replicas, got[p].Leader, w, w[0])
+			// Brokers learn the new state from the controller a moment apart: every broker
+			// this test asks must come to say so.
+			testenv.Eventually(t, 10*time.Second, func() error {
+				got := state(t, f, topic)
+				for p, w := range [][]int32{{3, 2, 1}, {3, 2, 1}, {3, 1, 2}} {
+					if !slices.Equal(got[p].Replicas, w) || got[p].Leader != w[0] {
+						return fmt.Errorf("partition %d: replicas %v leader %d, want %v led by %d", p, got[p].Replicas, got[p].Leader, w, w[0])
+					}
 				}
-			}
+				return nil
+			})
 			if tc.strategy != kafka.StrategyZKReassign {
 				// Two partitions, one batched election request.
 				if n := f.requests.get(keyElectLeaders) - elections; n != 1 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,6 +85,18 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 	if err != nil {
 		return nil, err
 	}
+	// A broker learns of a new topic a moment after the controller: before saying that a
+	// topic does not exist, ask again (another broker, a little later).
+	for try := 0; try < 5 && missingTopic(md, topics); try++ {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Duration(100<<try) * time.Millisecond):
+		}
+		if md, err = freshMetadata(ctx, cl, topics); err != nil {
+			return nil, err
+		}
+	}
 	s := &Snapshot{Controller: md.ControllerID, Brokers: map[int32]Broker{}, Topics: map[string][]Partition{}, Missing: map[string]error{}}
 	for _, b := range md.Brokers {
 		rack := ""
@@ -141,6 +154,22 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 		}
 	}
 	return s, nil
+}
+
+// missingTopic reports whether the response lacks one of topics or says it is unknown.
+func missingTopic(md *kmsg.MetadataResponse, topics []string) bool {
+	known := map[string]bool{}
+	for _, t := range md.Topics {
+		if t.Topic != nil && t.ErrorCode == 0 {
+			known[*t.Topic] = true
+		}
+	}
+	for _, t := range topics {
+		if !known[t] {
+			return true
+		}
+	}
+	return false
 }
 
 // freshMetadata sends a metadata request for topics (bypassing franz-go's cache).

@@ -23,7 +23,22 @@ func (c Change) Reordered() bool { return !slices.Equal(c.ReplicasBefore, c.Repl
 type Skip struct {
 	kafka.TopicPartition
 	Reason string `json:"reason"`
+	// Code classifies the reason (for metrics and scripts).
+	Code SkipCode `json:"code,omitempty"`
 }
+
+// SkipCode classifies why a partition was left alone.
+type SkipCode string
+
+const (
+	SkipNotReplica     SkipCode = "not_a_replica"
+	SkipNotInSync      SkipCode = "not_in_sync"
+	SkipNoCandidate    SkipCode = "no_in_sync_candidate"
+	SkipReassigning    SkipCode = "under_reassignment"
+	SkipCapped         SkipCode = "max_partitions"
+	SkipElectionFailed SkipCode = "election_failed"
+	SkipUnverified     SkipCode = "unverified"
+)
 
 // Plan is what to do for one request.
 type Plan struct {
@@ -118,7 +133,7 @@ func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error
 			if named {
 				return Plan{}, reject("broker %d is not a replica of %s (replicas %v)", req.Broker, p.TopicPartition, p.Replicas)
 			}
-			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not a replica (replicas %v)", req.Broker, p.Replicas)})
+			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not a replica (replicas %v)", req.Broker, p.Replicas), SkipNotReplica})
 			continue
 		}
 		relevant++
@@ -128,7 +143,7 @@ func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error
 		case p.Reassigning():
 			plan.Blocked = append(plan.Blocked, p.TopicPartition)
 		case !p.InSync(req.Broker):
-			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR)})
+			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR), SkipNotInSync})
 		default:
 			after := slices.Clone(p.Replicas)
 			i := slices.Index(after, req.Broker)

@@ -125,7 +125,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 					plan.Blocked = append(plan.Blocked, p.TopicPartition)
 				} else {
 					plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition,
-						fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing)})
+						fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing), SkipReassigning})
 				}
 				continue
 			}
@@ -150,7 +150,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 				if len(notLive) > 0 {
 					reason = fmt.Sprintf("no live in-sync replica other than broker %d (isr %v; not live: %v)", b, p.ISR, notLive)
 				}
-				plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, reason})
+				plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, reason, SkipNoCandidate})
 				continue
 			}
 			slices.Sort(c)
@@ -179,7 +179,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 	}
 	if req.MaxPartitions > 0 && len(items) > req.MaxPartitions {
 		for _, it := range items[req.MaxPartitions:] {
-			plan.Skipped = append(plan.Skipped, Skip{it.p.TopicPartition, fmt.Sprintf("beyond max_partitions %d", req.MaxPartitions)})
+			plan.Skipped = append(plan.Skipped, Skip{it.p.TopicPartition, fmt.Sprintf("beyond max_partitions %d", req.MaxPartitions), SkipCapped})
 		}
 		items = items[:req.MaxPartitions]
 	}
