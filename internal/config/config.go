@@ -22,6 +22,21 @@ type Config struct {
 	NATS     NATS                `yaml:"nats"`
 	Lock     Lock                `yaml:"lock"`
 	Clusters map[string]*Cluster `yaml:"clusters"`
+	// BrokerOverloaded tunes the broker-overloaded handler.
+	BrokerOverloaded BrokerOverloaded `yaml:"broker_overloaded"`
+}
+
+// BrokerOverloaded tunes the handling of broker-overloaded events.
+type BrokerOverloaded struct {
+	// CoolDown: another alert for a broker shed less than this ago is a noop that names
+	// the event that acted. Default 10m.
+	CoolDown time.Duration `yaml:"cool_down"`
+	// ElectionBatchSize caps the partitions of one preferred-election request; 0 (the
+	// default) sends them all in one.
+	ElectionBatchSize int `yaml:"election_batch_size"`
+	// WaitForReassignment waits (up to a minute) for partitions under reassignment
+	// instead of skipping them at once. Default false.
+	WaitForReassignment bool `yaml:"wait_for_reassignment"`
 }
 
 // Worker identifies this worker process.
@@ -181,6 +196,9 @@ func (c *Config) setDefaults() {
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = DefaultHTTPListen
 	}
+	if c.BrokerOverloaded.CoolDown == 0 {
+		c.BrokerOverloaded.CoolDown = 10 * time.Minute
+	}
 	if c.NATS.Consumer == "" {
 		c.NATS.Consumer = DefaultNATSConsumer
 	}
@@ -246,6 +264,12 @@ func (c *Config) Validate() error {
 		p.add("nats.url", err)
 	}
 
+	if c.BrokerOverloaded.CoolDown < 0 {
+		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))
+	}
+	if c.BrokerOverloaded.ElectionBatchSize < 0 {
+		p.add("broker_overloaded.election_batch_size", fmt.Errorf("%d: must be 0 (one request) or more", c.BrokerOverloaded.ElectionBatchSize))
+	}
 	if !validConsumerName(c.NATS.Consumer) {
 		p.add("nats.consumer", fmt.Errorf("%q: want letters, digits, '-' or '_'", c.NATS.Consumer))
 	}

@@ -16,10 +16,11 @@ func TestLoadValidExample(t *testing.T) {
 		t.Fatalf("Load: %v", err)
 	}
 	want := &Config{
-		Worker: Worker{ID: "worker-1"},
-		Log:    Log{Level: "debug", Format: "console"},
-		HTTP:   HTTP{Listen: "127.0.0.1:8080"},
-		NATS:   NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}},
+		Worker:           Worker{ID: "worker-1"},
+		Log:              Log{Level: "debug", Format: "console"},
+		HTTP:             HTTP{Listen: "127.0.0.1:8080"},
+		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}},
+		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
 		Lock: Lock{
 			ZooKeeper:      "127.0.0.1:2181",
 			Root:           "/kafkamender/locks",

@@ -58,6 +58,10 @@ type Result struct {
 	Noop []kafka.TopicPartition `json:"noop,omitempty"`
 	// Reason echoes the request's reason, for the audit trail.
 	Reason string `json:"reason,omitempty"`
+	// Note explains a result in words, e.g. why an alert within its cool-down was a noop.
+	Note string `json:"note,omitempty"`
+	// PreviousEvent names the earlier event a noop defers to (alert storms).
+	PreviousEvent string `json:"previous_event,omitempty"`
 	// Replayed is set when this is an earlier result published again because the same
 	// event id arrived again (it did not run twice).
 	Replayed bool `json:"replayed,omitempty"`

@@ -93,6 +93,10 @@ func (f *fleet) startKillable(worker string) (kill func()) {
 	t := f.t
 	t.Helper()
 	nc := f.env.NATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := f.env.Cluster(t, f.real)
 	cl := f.env.Kafka(t, f.real, kgo.WithHooks(f.requests))
 	servers := []string{stack.ZooKeeperAddr}
@@ -112,6 +116,7 @@ func (f *fleet) startKillable(worker string) (kill func()) {
 	log := zaptest.NewLogger(t).Named(worker)
 	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
 		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: map[string]*handlers.Cluster{f.alias: hc}, Logger: log, BlockedWait: 5 * time.Second},
+		events.TypeBrokerOverloaded:       &handlers.BrokerOverloaded{Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log},
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},

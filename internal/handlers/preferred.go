@@ -22,6 +22,7 @@ import (
 type ReplicaChange struct {
 	Clusters map[string]*Cluster
 	Logger   *zap.Logger
+	Metrics  *Metrics
 	// BlockedWait is how long to wait for partitions under reassignment before skipping
 	// them. Default 1m.
 	BlockedWait time.Duration
@@ -54,7 +55,8 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 	h.defaults()
 	ev := job.Event
 	req := ev.Payload.(*events.ReplicaChange)
-	res := &events.Result{Reason: req.Reason}
+	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Reason: req.Reason}
+	defer func() { h.Metrics.observe(res) }()
 	log := h.Logger.With(zap.String("id", ev.ID), zap.String("cluster", ev.Cluster), zap.String("topic", req.Topic))
 	if req.ReplicationFactor != nil {
 		return res, errors.New("replication_factor changes are not supported by this worker version")
@@ -104,6 +106,7 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 	}
 	defer release()
 	if earlier != nil {
+		res = earlier
 		return earlier, nil
 	}
 	ctx = lctx

@@ -77,17 +77,26 @@ func (s *Snapshot) Partition(tp TopicPartition) (Partition, bool) {
 // it (Kafka 2.4+), their ongoing reassignments. It always asks a broker: kadm's Metadata
 // answers from franz-go's cache for up to MetadataMinAge (5s by default), which would make
 // a verification see the state from before the change.
+//
+// With no topics named it reads every topic of the cluster (internal ones included): what
+// balancing leadership across the cluster needs.
 func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snapshot, error) {
-	if len(topics) == 0 {
-		return nil, fmt.Errorf("read snapshot: no topics named")
-	}
 	md, err := freshMetadata(ctx, cl, topics)
 	if err != nil {
 		return nil, err
 	}
+	all := len(topics) == 0
+	if all {
+		for _, t := range md.Topics {
+			if t.Topic != nil {
+				topics = append(topics, *t.Topic)
+			}
+		}
+		sort.Strings(topics)
+	}
 	// A broker learns of a new topic a moment after the controller: before saying that a
 	// topic does not exist, ask again (another broker, a little later).
-	for try := 0; try < 5 && missingTopic(md, topics); try++ {
+	for try := 0; !all && try < 5 && missingTopic(md, topics); try++ {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -140,7 +149,11 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 	if len(s.Topics) == 0 {
 		return s, nil
 	}
-	ongoing, err := ListReassignments(ctx, cl, topicNames(s.Topics))
+	names := topicNames(s.Topics)
+	if all {
+		names = nil // one request for the whole cluster
+	}
+	ongoing, err := ListReassignments(ctx, cl, names)
 	if err == errReassignmentsUnsupported {
 		return s, nil
 	}
@@ -174,7 +187,7 @@ func missingTopic(md *kmsg.MetadataResponse, topics []string) bool {
 
 // freshMetadata sends a metadata request for topics (bypassing franz-go's cache).
 func freshMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg.MetadataResponse, error) {
-	req := kmsg.NewPtrMetadataRequest()
+	req := kmsg.NewPtrMetadataRequest() // no topics: every topic
 	for _, t := range topics {
 		rt := kmsg.NewMetadataRequestTopic()
 		rt.Topic = kmsg.StringPtr(t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -38,8 +39,19 @@ func (w *Worker) newPipeline(c *clients) (*pipeline.Pipeline, error) {
 		hc.Locker = lk
 		clusters[hc.Name] = hc
 	}
+	metrics, err := handlers.NewMetrics(w.registry)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(c.nats.conn)
+	if err != nil {
+		return nil, err
+	}
+	bo := cfg.BrokerOverloaded
 	hs := map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: clusters, Logger: w.logger.Named("replica-change")},
+		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: clusters, Logger: w.logger.Named("replica-change"), Metrics: metrics},
+		events.TypeBrokerOverloaded: &handlers.BrokerOverloaded{Clusters: clusters, JS: js, Logger: w.logger.Named("broker-overloaded"), Metrics: metrics,
+			CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
 	}
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
 		Worker:         cfg.Worker.ID,
