@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 // writeResultTable prints a result for people: a summary, then the changes,
@@ -44,6 +47,12 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 	if r.Reason != "" {
 		field("reason", r.Reason)
 	}
+	if r.Note != "" {
+		field("note", r.Note)
+	}
+	if r.PreviousEvent != "" {
+		field("previous event", r.PreviousEvent)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -75,14 +84,27 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if r.Type == events.TypeBrokerOverloaded {
+			b.WriteString(leadersMoved(r.Status, r.Changes))
+		}
 	}
 
 	if len(r.Skipped) > 0 {
 		fmt.Fprintf(&b, "\nskipped: %d\n", len(r.Skipped))
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PARTITION\tREASON")
+		codes := slices.ContainsFunc(r.Skipped, func(s plan.Skip) bool { return s.Code != "" })
+		if codes {
+			fmt.Fprintln(tw, "PARTITION\tCODE\tREASON")
+		} else {
+			fmt.Fprintln(tw, "PARTITION\tREASON")
+		}
 		for _, s := range r.Skipped {
-			fmt.Fprintf(tw, "%s\t%s\n", s.TopicPartition, strings.ReplaceAll(s.Reason, "\n", "; "))
+			reason := strings.ReplaceAll(s.Reason, "\n", "; ")
+			if codes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\n", s.TopicPartition, orDash(string(s.Code)), reason)
+			} else {
+				fmt.Fprintf(tw, "%s\t%s\n", s.TopicPartition, reason)
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -94,6 +116,36 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// leadersMoved is the summary line of the changes of a broker-overloaded
+// result: how many partitions change leader, and how many of them each broker
+// leads after, by broker id. A change that keeps its leader (the overloaded
+// broker headed the assigned replicas without leading) counts in neither.
+func leadersMoved(status events.Status, changes []plan.Change) string {
+	moved := 0
+	perBroker := map[int32]int{}
+	for _, c := range changes {
+		if c.LeaderAfter < 0 || c.LeaderAfter == c.LeaderBefore {
+			continue
+		}
+		moved++
+		perBroker[c.LeaderAfter]++
+	}
+	var b strings.Builder
+	if status == events.StatusPlanned {
+		fmt.Fprintf(&b, "leaders to move: %d", moved)
+	} else {
+		fmt.Fprintf(&b, "leaders moved: %d", moved)
+	}
+	if moved > 0 {
+		b.WriteString("; per broker after:")
+		for _, id := range slices.Sorted(maps.Keys(perBroker)) {
+			fmt.Fprintf(&b, " %d=%d", id, perBroker[id])
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 func orDash(s string) string {

@@ -5,6 +5,7 @@
 //	emitter publish --cluster local --type replica-change-requested \
 //	    --data '{"topic":"orders","partitions":[1],"preferred_leader":2}'
 //	emitter preferred-leader --cluster local --topic orders --broker 2 --partition 1 --wait
+//	emitter broker-overloaded --cluster local --broker 1 --dry-run --wait
 //	emitter result --id a1b2
 //
 // Run emitter --help for the whole story. Exit status: 0 ok, 1 failure (or a
@@ -67,12 +68,13 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	commands := map[string]func(context.Context, []string, env) int{
-		"publish":          runPublish,
-		"preferred-leader": runPreferredLeader,
-		"result":           runResult,
+		"publish":           runPublish,
+		"preferred-leader":  runPreferredLeader,
+		"broker-overloaded": runBrokerOverloaded,
+		"result":            runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
-	case "publish", "preferred-leader", "result":
+	case "publish", "preferred-leader", "broker-overloaded", "result":
 		return commands[cmd](ctx, rest, e)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
@@ -109,6 +111,7 @@ then takes the cluster's lock, plans, applies and verifies the change.
 Usage:
     emitter publish --cluster CLUSTER --type TYPE --data '{...}' [flags]
     emitter preferred-leader --cluster CLUSTER --topic TOPIC --broker BROKER [flags]
+    emitter broker-overloaded --cluster CLUSTER --broker BROKER [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
 
@@ -118,6 +121,10 @@ Commands:
     preferred-leader  make a broker the preferred leader of partitions of a topic
                       (a replica-change-requested event); --wait waits for the
                       worker's result and prints it, --dry-run asks for the plan
+    broker-overloaded
+                      move partition leadership off a broker to the other
+                      in-sync replicas, balanced (a broker-overloaded event);
+                      --wait and --dry-run as for preferred-leader
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

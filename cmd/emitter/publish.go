@@ -172,7 +172,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			line += " " + strings.ToUpper(name)
 		}
 		fmt.Fprintf(w, "%s\n        %s", line, usage)
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0s" {
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
 			fmt.Fprintf(w, " (default %s)", f.DefValue)
 		}
 		fmt.Fprintln(w)

@@ -1,8 +1,9 @@
 // Command demo shows kafkamender fixing the local stack: it starts bin/worker with
 // deployments/local/worker.yaml, waits until the worker is ready, creates a topic whose
 // partitions are led by the wrong brokers, asks (with bin/emitter, as an alerting system
-// would) for broker 3 to become the preferred leader of two of them, prints the worker's
-// result and the placement before and after, then stops the worker with SIGTERM.
+// would) for broker 3 to become the preferred leader of two of them, then reports broker 3
+// overloaded (twice, as alerting systems repeat alerts), printing the worker's results and
+// the placement after each step; then it stops the worker with SIGTERM.
 // `go tool task demo` brings the stack up and builds bin/ first.
 package main
 
@@ -19,10 +20,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -165,6 +169,16 @@ func fix(ctx context.Context) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// And forget a previous demo's shedding of broker 3, or its cool-down would make
+	// this run's alert a noop.
+	if nc, err := nats.Connect(stack.NATSURL); err == nil {
+		if js, err := jetstream.New(nc); err == nil {
+			if kv, err := js.KeyValue(ctx, handlers.OverloadedBucket); err == nil {
+				_ = kv.Purge(ctx, "local.3")
+			}
+		}
+		nc.Close()
+	}
 	assignment := [][]int32{{1, 2, 3}, {2, 3, 4}, {3, 4, 1}}
 	for {
 		err := kafka.CreateTopic(ctx, cl, demoTopic, assignment, nil)
@@ -187,7 +201,28 @@ func fix(ctx context.Context) error {
 	if err := em.Run(); err != nil {
 		return fmt.Errorf("emitter: %w", err)
 	}
-	return show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after")
+	if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after"); err != nil {
+		return err
+	}
+	// Now broker 3 leads everything and an alert says it is overloaded: shed its
+	// leadership; then the alert comes again a minute later, as alerts do.
+	shed := []string{"broker-overloaded", "--cluster", "local", "--broker", "3", "--topic", demoTopic,
+		"--demote-to-end", "--reason", "demo: broker 3 cpu 97%", "--wait"}
+	for i := range 2 {
+		fmt.Printf("==> bin/emitter %s\n", strings.Join(shed, " "))
+		em := exec.CommandContext(ctx, "bin/emitter", shed...)
+		em.Stdout, em.Stderr = os.Stdout, os.Stderr
+		if err := em.Run(); err != nil {
+			return fmt.Errorf("emitter: %w", err)
+		}
+		if i == 0 {
+			if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after shedding broker 3"); err != nil {
+				return err
+			}
+			fmt.Println("==> the same alert again, within the cool-down:")
+		}
+	}
+	return nil
 }
 
 func show(ctx context.Context, cl *kgo.Client, title string) error {

@@ -1,0 +1,233 @@
+package main
+
+// What the commands that build one typed event from flags (preferred-leader,
+// broker-overloaded) share: the flags about the envelope, publishing, waiting
+// and printing; their checks; building the event; and the run that prints,
+// publishes, or publishes and waits.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+// Output formats of a result (-o).
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// defaultWaitTimeout is the default --timeout of the commands that wait.
+const defaultWaitTimeout = 2 * time.Minute
+
+// eventFlags points at the values of the flags that every event command has.
+// Each command keeps them among its own options (see preferredOptions).
+type eventFlags struct {
+	cluster, reason             *string
+	dryRun, print, wait         *bool
+	timeout, expiresIn          *time.Duration
+	output, id, source, natsURL *string
+}
+
+// register defines the shared flags on fs.
+func (f eventFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(f.cluster, "cluster", "", "Kafka `cluster`, as named in the workers' config (required)")
+	fs.StringVar(f.reason, "reason", "", "why, in a few `words`: kept with the result for the audit trail")
+	fs.BoolVar(f.dryRun, "dry-run", false, "ask the worker for the plan only: the event is published, the worker changes nothing (result status \"planned\")")
+	fs.BoolVar(f.wait, "wait", false, "wait for the result and print it; progress goes to stderr")
+	fs.DurationVar(f.timeout, "timeout", defaultWaitTimeout, "with --wait, give up waiting after `duration` (connecting and publishing included)")
+	fs.StringVar(f.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
+	fs.StringVar(f.id, "id", "", "event `id` (default: a random UUID); letters, digits, '-' and '_'. Re-using an id asks for the earlier event's result instead of a new run")
+	fs.StringVar(f.source, "source", "", "event `source` (default \"emitter/<user>@<host>\")")
+	fs.DurationVar(f.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
+	fs.StringVar(f.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
+	fs.BoolVar(f.print, "print", false, "print the event on stdout instead of publishing it")
+}
+
+// parseCommandLine parses args with fs. It returns flag.ErrHelp when help was
+// asked for (printUsage has then printed the usage on stdout), and a
+// usageError for anything wrong with the command line.
+func parseCommandLine(fs *flag.FlagSet, args []string, e env, printUsage func(io.Writer, *flag.FlagSet)) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(e.stdout, fs)
+			return err
+		}
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageErrorf("unexpected arguments %q", fs.Args())
+	}
+	return nil
+}
+
+// check validates the shared flags, with the problems the command found in
+// its own flags (own), and returns them all as one usageError, or nil. When
+// there is none, it fills in the defaults of the id, the source and the NATS
+// URL.
+func (f eventFlags) check(e env, own []error) error {
+	var errs []error
+	switch {
+	case *f.cluster == "":
+		errs = append(errs, errors.New("--cluster is required"))
+	case !events.ValidToken(*f.cluster):
+		errs = append(errs, fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", *f.cluster))
+	}
+	errs = append(errs, own...)
+	if *f.output != outputTable && *f.output != outputJSON {
+		errs = append(errs, fmt.Errorf("-o %q: unknown output format (want table or json)", *f.output))
+	}
+	if *f.print && *f.wait {
+		errs = append(errs, errors.New("--print and --wait exclude each other: --print publishes nothing, so no result comes"))
+	}
+	errs = append(errs, checkEventFlags(*f.id, *f.expiresIn, *f.timeout)...)
+	if err := errors.Join(errs...); err != nil {
+		return usageError{err}
+	}
+	*f.id, *f.source, *f.natsURL = eventDefaults(*f.id, *f.source, *f.natsURL, e)
+	return nil
+}
+
+// int32Flag is an int32 flag that knows whether it was given.
+type int32Flag struct {
+	v   *int32
+	set bool
+}
+
+func (f *int32Flag) String() string {
+	if f == nil || f.v == nil || !f.set {
+		return ""
+	}
+	return strconv.Itoa(int(*f.v))
+}
+
+func (f *int32Flag) Set(s string) error {
+	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+	if err != nil {
+		return fmt.Errorf("%q is not an integer", s)
+	}
+	*f.v, f.set = int32(n), true
+	return nil
+}
+
+// checkTopicName applies Kafka's rules for topic names, so that a typo that no
+// cluster can have is caught before an event is published.
+func checkTopicName(t string) error {
+	if t == "." || t == ".." {
+		return errors.New(`"." and ".." are not topic names`)
+	}
+	if len(t) > 249 {
+		return fmt.Errorf("longer than Kafka's limit of 249 characters (%d)", len(t))
+	}
+	for _, r := range t {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return fmt.Errorf("%q is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')", r)
+		}
+	}
+	return nil
+}
+
+// encodeEvent builds the event of type typ with data, as the shared flags
+// say, and checks it with the decoder the workers use, so that what is
+// published is what a worker accepts.
+func encodeEvent(f eventFlags, typ string, data any, now time.Time) (ev events.Envelope, subject string, body []byte, err error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return ev, "", nil, fmt.Errorf("encode data: %w", err)
+	}
+	ev = buildEnvelope(publishOptions{
+		cluster: *f.cluster, typ: typ, data: string(raw),
+		id: *f.id, source: *f.source, expiresIn: *f.expiresIn,
+	}, now)
+	subject = events.Subject(*f.cluster, typ)
+	body, err = json.Marshal(ev)
+	if err != nil {
+		return ev, "", nil, fmt.Errorf("encode event: %w", err)
+	}
+	if _, err := events.Decode(subject, nil, body, events.DecodeOptions{}); err != nil {
+		return ev, "", nil, fmt.Errorf("the event would be rejected: %w", err)
+	}
+	return ev, subject, body, nil
+}
+
+// eventCommand is the parsed command line of an event command.
+type eventCommand interface {
+	// flags are the shared flags.
+	flags() eventFlags
+	// build builds, encodes and checks the event (see encodeEvent).
+	build(now time.Time) (ev events.Envelope, subject string, body []byte, err error)
+}
+
+// runEventCommand runs an event command whose command line parsed to cmd and
+// parseErr: it prints the event (--print), or publishes it, and with --wait
+// waits for the result and prints it. It returns the exit status.
+func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, parseErr error) int {
+	switch {
+	case errors.Is(parseErr, flag.ErrHelp):
+		return exitOK
+	case parseErr != nil:
+		fmt.Fprintf(e.stderr, "%s: %s\nRun '%s --help' for usage.\n", name,
+			strings.ReplaceAll(parseErr.Error(), "\n", "\n  "), name)
+		return exitUsage
+	}
+	f := cmd.flags()
+
+	ev, subject, body, err := cmd.build(e.now())
+	if err != nil {
+		// The flags were checked; this is a bug rather than a usage error.
+		fmt.Fprintf(e.stderr, "%s: event %s: %v\n", name, *f.id, err)
+		return exitFailure
+	}
+
+	if *f.print {
+		pretty, err := json.MarshalIndent(ev, "", "  ")
+		if err != nil {
+			fmt.Fprintf(e.stderr, "%s: encode event %s: %v\n", name, ev.ID, err)
+			return exitFailure
+		}
+		fmt.Fprintf(e.stdout, "%s\n", pretty)
+		fmt.Fprintf(e.stderr, "--print: event %s not published to %s\n", ev.ID, subject)
+		return exitOK
+	}
+
+	if *f.wait {
+		return publishAndWait(ctx, e, name, waitRequest{
+			natsURL: *f.natsURL, timeout: *f.timeout, output: *f.output,
+			subject: subject, id: ev.ID, body: body,
+		})
+	}
+
+	timeout := min(*f.timeout, publishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ack, err := publish(ctx, *f.natsURL, timeout, subject, ev.ID, body)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: event %s: %v\n", name, ev.ID, err)
+		return exitFailure
+	}
+	fmt.Fprintln(e.stdout, publishedLine(ev.ID, ack))
+	return exitOK
+}
+
+// eventCommandUsageTail is the end of the help text of the event commands,
+// up to the list of flags.
+const eventCommandUsageTail = `Exit status:
+    0  published; with --wait: the result is succeeded, noop or planned
+    1  publishing failed; with --wait: the result is partial, failed, rejected
+       or expired
+    2  usage error
+    3  with --wait: no result within --timeout (the event stays queued; look
+       for its result later with 'emitter result --id ID')
+
+Flags:
+`
