@@ -15,6 +15,9 @@ import (
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
+// attemptTimeout bounds one attempt of a reorder or an election.
+const attemptTimeout = 45 * time.Second
+
 type execOptions struct {
 	apply  time.Duration // bound on retries of the reorder and of the elections
 	verify time.Duration // bound on waiting for metadata to show the result
@@ -27,15 +30,26 @@ type execOptions struct {
 // skip for each that does not show the planned order and leader, and returns how many do.
 // res.ControllerFailover says whether the backend failed the controller over.
 func execute(ctx context.Context, be kafka.Reorderer, c *Cluster, p plan.Plan, res *events.Result, opts execOptions, log *zap.Logger) (int, error) {
-	apply := func(op func() error) error {
+	// Each attempt has its own deadline: a request the controller never answers (its
+	// event queue was dropped when it resigned, e.g. in a controller failover) must not
+	// hang the operation; the next attempt finds the new controller.
+	apply := func(op func(ctx context.Context) error) error {
 		actx, cancel := context.WithTimeout(ctx, opts.apply)
 		defer cancel()
-		return retry.Do(actx, opts.apply, op, func(err error, next time.Duration) {
+		return retry.Do(actx, opts.apply, func() error {
+			tctx, cancel := context.WithTimeout(actx, attemptTimeout)
+			defer cancel()
+			err := op(tctx)
+			if err != nil && tctx.Err() != nil && actx.Err() == nil {
+				return retry.Transient(fmt.Errorf("no answer within %s: %w", attemptTimeout, err))
+			}
+			return err
+		}, func(err error, next time.Duration) {
 			log.Warn("retrying", zap.Error(err), zap.Duration("in", next))
 		})
 	}
 	if reorders := p.Reorders(); len(reorders) > 0 {
-		err := apply(func() error { return be.Reorder(ctx, reorders) })
+		err := apply(func(ctx context.Context) error { return be.Reorder(ctx, reorders) })
 		res.ControllerFailover = be.ControllerFailover()
 		if err != nil {
 			return 0, fmt.Errorf("reorder replicas: %w", err)
@@ -49,7 +63,7 @@ func execute(ctx context.Context, be kafka.Reorderer, c *Cluster, p plan.Plan, r
 			chunk = chunk[:opts.batch]
 		}
 		elections = elections[len(chunk):]
-		err := apply(func() error {
+		err := apply(func(ctx context.Context) error {
 			out, err := be.ElectPreferred(ctx, chunk)
 			if err != nil {
 				return err

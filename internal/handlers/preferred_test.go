@@ -33,17 +33,26 @@ func sameState(a, b []kafka.Partition) bool {
 	})
 }
 
+type strategyCase struct {
+	cluster  string
+	strategy kafka.Strategy
+}
+
 func TestPreferredLeaderEachStrategy(t *testing.T) {
-	env := testenv.Get(t)
-	for _, tc := range []struct {
-		cluster  string
-		strategy kafka.Strategy
-	}{
+	testPreferredLeaderStrategies(t, testenv.Get(t), []strategyCase{
 		{"local", kafka.StrategyAPI},
 		{"local", kafka.StrategyZKReassign},
-		{"local", kafka.StrategyZKNudge},
 		{"kraft", kafka.StrategyAPI},
-	} {
+	})
+}
+
+// zk-nudge fails the controller over: a cluster-wide disturbance, so it runs alone.
+func TestPreferredLeaderZKNudge(t *testing.T) {
+	testPreferredLeaderStrategies(t, testenv.GetExclusive(t), []strategyCase{{"local", kafka.StrategyZKNudge}})
+}
+
+func testPreferredLeaderStrategies(t *testing.T, env *testenv.Env, cases []strategyCase) {
+	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%s", tc.cluster, tc.strategy), func(t *testing.T) {
 			f := newFleet(t, env, tc.cluster)
 			f.start("worker-1")

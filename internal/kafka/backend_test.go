@@ -53,17 +53,26 @@ func backend(t *testing.T, env *testenv.Env, cluster string, strategy kafka.Stra
 	return b
 }
 
+type strategyCase struct {
+	cluster  string
+	strategy kafka.Strategy
+}
+
 func TestReorderAndElect(t *testing.T) {
-	env := testenv.Get(t)
-	for _, tc := range []struct {
-		cluster  string
-		strategy kafka.Strategy
-	}{
+	testReorderAndElect(t, testenv.Get(t), []strategyCase{
 		{"local", kafka.StrategyAPI},
 		{"local", kafka.StrategyZKReassign},
-		{"local", kafka.StrategyZKNudge},
 		{"kraft", kafka.StrategyAPI},
-	} {
+	})
+}
+
+// zk-nudge fails the controller over: a cluster-wide disturbance, so it runs alone.
+func TestReorderAndElectZKNudge(t *testing.T) {
+	testReorderAndElect(t, testenv.GetExclusive(t), []strategyCase{{"local", kafka.StrategyZKNudge}})
+}
+
+func testReorderAndElect(t *testing.T, env *testenv.Env, cases []strategyCase) {
+	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s/%s", tc.cluster, tc.strategy), func(t *testing.T) {
 			cl := env.Kafka(t, tc.cluster)
 			topic := testenv.Name(t, "reorder")
