@@ -100,3 +100,36 @@ func backend(ctx context.Context, c *Cluster, strategy kafka.Strategy, caps kafk
 	}
 	return kafka.NewZKBackend(strategy, kafka.ZKConfig{Conn: c.ZK.Conn(), Chroot: c.Chroot, Writer: held, Client: c.Client, Caps: caps})
 }
+
+// planFunc reads the cluster and plans.
+type planFunc func(ctx context.Context) (*kafka.Snapshot, plan.Plan, error)
+
+// dryRun answers a dry run: the plan, with nothing changed and no lock taken.
+func dryRun(ctx context.Context, res *events.Result, planOnce planFunc) (*events.Result, error) {
+	snap, p, err := planOnce(ctx)
+	if err != nil {
+		return asResult(res, err)
+	}
+	res.Status, res.Changes, res.Noop = events.StatusPlanned, p.Changes, p.Noop
+	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
+	return res, nil
+}
+
+// planUntilUnblocked plans, and plans again every 2s while the plan has partitions under
+// reassignment, for at most wait; the partitions still blocked then are the caller's to
+// skip.
+func planUntilUnblocked(ctx context.Context, wait time.Duration, planOnce planFunc, log *zap.Logger) (*kafka.Snapshot, plan.Plan, error) {
+	end := time.Now().Add(wait)
+	for {
+		snap, p, err := planOnce(ctx)
+		if err != nil || len(p.Blocked) == 0 || time.Now().After(end) {
+			return snap, p, err
+		}
+		log.Info("partitions under reassignment; waiting", zap.Int("partitions", len(p.Blocked)), zap.Stringer("first", p.Blocked[0]))
+		select {
+		case <-ctx.Done():
+			return nil, plan.Plan{}, context.Cause(ctx)
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

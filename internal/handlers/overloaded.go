@@ -179,13 +179,7 @@ func (h *BrokerOverloaded) Handle(ctx context.Context, job *pipeline.Job) (*even
 	}
 
 	if req.DryRun {
-		snap, p, err := planOnce(ctx)
-		if err != nil {
-			return asResult(res, err)
-		}
-		res.Status, res.Changes, res.Noop = events.StatusPlanned, p.Changes, p.Noop
-		res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
-		return res, nil
+		return dryRun(ctx, res, planOnce)
 	}
 
 	lctx, release, earlier, err := lock(ctx, c, job, log)
@@ -214,24 +208,9 @@ func (h *BrokerOverloaded) Handle(ctx context.Context, job *pipeline.Job) (*even
 		return res, nil
 	}
 
-	var (
-		snap    *kafka.Snapshot
-		p       plan.Plan
-		waitEnd = time.Now().Add(h.BlockedWait)
-	)
-	for {
-		if snap, p, err = planOnce(ctx); err != nil {
-			return asResult(res, err)
-		}
-		if len(p.Blocked) == 0 || time.Now().After(waitEnd) {
-			break
-		}
-		log.Info("partitions under reassignment; waiting", zap.Int("partitions", len(p.Blocked)))
-		select {
-		case <-ctx.Done():
-			return res, context.Cause(ctx)
-		case <-time.After(2 * time.Second):
-		}
+	snap, p, err := planUntilUnblocked(ctx, h.BlockedWait, planOnce, log)
+	if err != nil {
+		return asResult(res, err)
 	}
 	res.Noop = p.Noop
 	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, h.BlockedWait)...)

@@ -86,18 +86,16 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 	res.Strategy = string(strategy)
 	preq := plan.PreferredLeaderRequest{Topic: req.Topic, Partitions: req.Partitions, Broker: *req.PreferredLeader}
 
-	if req.DryRun {
+	planOnce := func(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
 		snap, err := kafka.ReadSnapshot(ctx, c.Client, req.Topic)
 		if err != nil {
-			return res, retry.Transient(err)
+			return nil, plan.Plan{}, retry.Transient(err)
 		}
 		p, err := plan.PreferredLeader(snap, preq)
-		if err != nil {
-			return asResult(res, err)
-		}
-		res.Status, res.Changes, res.Noop = events.StatusPlanned, p.Changes, p.Noop
-		res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
-		return res, nil
+		return snap, p, err
+	}
+	if req.DryRun {
+		return dryRun(ctx, res, planOnce)
 	}
 
 	lctx, release, earlier, err := lock(ctx, c, job, log)
@@ -115,28 +113,9 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 	res.StartedAt = time.Now()
 	defer func() { res.FinishedAt = time.Now() }()
 
-	// Read and plan; wait a while for partitions under reassignment.
-	var (
-		snap    *kafka.Snapshot
-		p       plan.Plan
-		waitEnd = time.Now().Add(h.BlockedWait)
-	)
-	for {
-		if snap, err = kafka.ReadSnapshot(ctx, c.Client, req.Topic); err != nil {
-			return res, retry.Transient(err)
-		}
-		if p, err = plan.PreferredLeader(snap, preq); err != nil {
-			return asResult(res, err)
-		}
-		if len(p.Blocked) == 0 || time.Now().After(waitEnd) {
-			break
-		}
-		log.Info("partitions under reassignment; waiting", zap.Stringers("partitions", tps(p.Blocked)))
-		select {
-		case <-ctx.Done():
-			return res, context.Cause(ctx)
-		case <-time.After(2 * time.Second):
-		}
+	snap, p, err := planUntilUnblocked(ctx, h.BlockedWait, planOnce, log)
+	if err != nil {
+		return asResult(res, err)
 	}
 	res.Noop = p.Noop
 	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, h.BlockedWait)...)
@@ -181,14 +160,6 @@ func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited t
 		p, _ := snap.Partition(tp)
 		out = append(out, plan.Skip{TopicPartition: tp, Reason: fmt.Sprintf(
 			"under reassignment (adding %v, removing %v), still after waiting %s", p.Adding, p.Removing, waited)})
-	}
-	return out
-}
-
-func tps(l []kafka.TopicPartition) []fmt.Stringer {
-	out := make([]fmt.Stringer, len(l))
-	for i, tp := range l {
-		out[i] = tp
 	}
 	return out
 }
