@@ -24,6 +24,24 @@ type Config struct {
 	Clusters map[string]*Cluster `yaml:"clusters"`
 	// BrokerOverloaded tunes the broker-overloaded handler.
 	BrokerOverloaded BrokerOverloaded `yaml:"broker_overloaded"`
+	// ReplicationFactor tunes replication-factor changes.
+	ReplicationFactor ReplicationFactor `yaml:"replication_factor"`
+}
+
+// ReplicationFactor tunes replication-factor changes.
+type ReplicationFactor struct {
+	// ThrottleBytesPerSec is the replication throttle when an event sets none; 0: none.
+	ThrottleBytesPerSec int64 `yaml:"throttle_bytes_per_sec"`
+	// Timeout bounds a change when the event sets none; unfinished copies are then
+	// cancelled. Default 1h.
+	Timeout time.Duration `yaml:"timeout"`
+	// MaxMovesPerBroker caps the partitions copying to one broker at a time. Default 4.
+	MaxMovesPerBroker int `yaml:"max_moves_per_broker"`
+	// ForeignWait is how long to wait for reassignments started by someone else before
+	// failing with their list. Default 1m.
+	ForeignWait time.Duration `yaml:"foreign_wait"`
+	// AllowInternal lets the factor of internal topics (__consumer_offsets, …) change.
+	AllowInternal bool `yaml:"allow_internal_topics"`
 }
 
 // BrokerOverloaded tunes the handling of broker-overloaded events.
@@ -264,6 +282,18 @@ func (c *Config) Validate() error {
 		p.add("nats.url", err)
 	}
 
+	if c.ReplicationFactor.ThrottleBytesPerSec < 0 {
+		p.add("replication_factor.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", c.ReplicationFactor.ThrottleBytesPerSec))
+	}
+	if c.ReplicationFactor.Timeout < 0 {
+		p.add("replication_factor.timeout", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.Timeout))
+	}
+	if c.ReplicationFactor.MaxMovesPerBroker < 0 {
+		p.add("replication_factor.max_moves_per_broker", fmt.Errorf("%d: must not be negative", c.ReplicationFactor.MaxMovesPerBroker))
+	}
+	if c.ReplicationFactor.ForeignWait < 0 {
+		p.add("replication_factor.foreign_wait", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.ForeignWait))
+	}
 	if c.BrokerOverloaded.CoolDown < 0 {
 		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))
 	}

@@ -110,9 +110,29 @@ func TestPreferredLeaderWaitsForReassignment(t *testing.T) {
 	env := testenv.Get(t)
 	f := newFleet(t, env, "kraft")
 	f.start("worker-1")
+	topic := slowReassignment(t, env)
+	before := state(t, f, topic)
+	if !before[0].Reassigning() {
+		t.Fatalf("partition is not being reassigned: %+v", before[0])
+	}
+	res := f.run(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2}))
+	if res.Status != events.StatusFailed || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Reason, "under reassignment (adding [3]") {
+		t.Fatalf("result %s %q %+v, want failed: under reassignment", res.Status, res.Error, res.Skipped)
+	}
+	after := state(t, f, topic)
+	if fmt.Sprint(after[0].Replicas) != fmt.Sprint(before[0].Replicas) || after[0].Leader != before[0].Leader {
+		t.Fatalf("the partition changed: %+v -> %+v", before[0], after[0])
+	}
+}
+
+// slowReassignment starts, on the kraft cluster, a reassignment that stays in progress
+// for the rest of the test: a replica added to a partition with data, throttled to a
+// crawl on both sides. Everything is undone when the test ends.
+func slowReassignment(t *testing.T, env *testenv.Env) string {
+	t.Helper()
 	cl := env.Kafka(t, "kraft", kgo.ProducerBatchMaxBytes(1<<20))
 	adm := kadm.NewClient(cl)
-	topic := testenv.Name(t, "pl")
+	topic := testenv.Name(t, "slow")
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, map[string]string{
 		// Only this topic's copy to broker 3 is throttled, to a crawl, on both sides.
 		"follower.replication.throttled.replicas": "0:3",
@@ -157,16 +177,5 @@ func TestPreferredLeaderWaitsForReassignment(t *testing.T) {
 		cancel.CancelAssign(topic, 0)
 		_, _ = adm.AlterPartitionAssignments(context.Background(), cancel)
 	})
-	before := state(t, f, topic)
-	if !before[0].Reassigning() {
-		t.Fatalf("partition is not being reassigned: %+v", before[0])
-	}
-	res := f.run(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2}))
-	if res.Status != events.StatusFailed || len(res.Skipped) != 1 || !strings.Contains(res.Skipped[0].Reason, "under reassignment (adding [3]") {
-		t.Fatalf("result %s %q %+v, want failed: under reassignment", res.Status, res.Error, res.Skipped)
-	}
-	after := state(t, f, topic)
-	if fmt.Sprint(after[0].Replicas) != fmt.Sprint(before[0].Replicas) || after[0].Leader != before[0].Leader {
-		t.Fatalf("the partition changed: %+v -> %+v", before[0], after[0])
-	}
+	return topic
 }

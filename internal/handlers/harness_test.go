@@ -115,7 +115,8 @@ func (f *fleet) startKillable(worker string) (kill func()) {
 	}
 	log := zaptest.NewLogger(t).Named(worker)
 	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: map[string]*handlers.Cluster{f.alias: hc}, Logger: log, BlockedWait: 5 * time.Second},
+		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: map[string]*handlers.Cluster{f.alias: hc}, Logger: log, BlockedWait: 5 * time.Second,
+			RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second}},
 		events.TypeBrokerOverloaded:       &handlers.BrokerOverloaded{Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log},
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,

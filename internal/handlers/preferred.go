@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -31,6 +30,8 @@ type ReplicaChange struct {
 	VerifyTimeout time.Duration
 	// ApplyTimeout bounds retries of a reorder or an election. Default 2m.
 	ApplyTimeout time.Duration
+	// RF tunes replication-factor changes.
+	RF RFOptions
 }
 
 var _ pipeline.Handler = (*ReplicaChange)(nil)
@@ -58,9 +59,6 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Reason: req.Reason}
 	defer func() { h.Metrics.observe(res) }()
 	log := h.Logger.With(zap.String("id", ev.ID), zap.String("cluster", ev.Cluster), zap.String("topic", req.Topic))
-	if req.ReplicationFactor != nil {
-		return res, errors.New("replication_factor changes are not supported by this worker version")
-	}
 	c, ok := h.Clusters[ev.Cluster]
 	if !ok {
 		return asResult(res, reject("unknown cluster %q", ev.Cluster))
@@ -84,6 +82,9 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 		return asResult(res, reject("cluster %s: %v", c.Name, err))
 	}
 	res.Strategy = string(strategy)
+	if req.ReplicationFactor != nil {
+		return h.replicationFactor(ctx, job, c, req, res, caps, strategy, log)
+	}
 	preq := plan.PreferredLeaderRequest{Topic: req.Topic, Partitions: req.Partitions, Broker: *req.PreferredLeader}
 
 	planOnce := func(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {

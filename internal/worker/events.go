@@ -47,9 +47,11 @@ func (w *Worker) newPipeline(c *clients) (*pipeline.Pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	bo := cfg.BrokerOverloaded
+	bo, rf := cfg.BrokerOverloaded, cfg.ReplicationFactor
 	hs := map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: clusters, Logger: w.logger.Named("replica-change"), Metrics: metrics},
+		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: clusters, Logger: w.logger.Named("replica-change"), Metrics: metrics,
+			RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
+				ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal}},
 		events.TypeBrokerOverloaded: &handlers.BrokerOverloaded{Clusters: clusters, JS: js, Logger: w.logger.Named("broker-overloaded"), Metrics: metrics,
 			CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
 	}

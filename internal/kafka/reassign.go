@@ -1,0 +1,69 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// SubmitReassignment starts reassignments to the target replica lists (one
+// AlterPartitionReassignments request) and returns without waiting for them.
+func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPartition][]int32) error {
+	req := kadm.AlterPartitionAssignmentsReq{}
+	for tp, rs := range targets {
+		req.Assign(tp.Topic, tp.Partition, rs)
+	}
+	resp, err := kadm.NewClient(cl).AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return fmt.Errorf("alter partition reassignments: %w", err)
+	}
+	var errs []error
+	resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
+		if r.Err == nil {
+			return
+		}
+		e := fmt.Errorf("reassign %s-%d: %w", r.Topic, r.Partition, errWithMessage(r.Err, &r.ErrMessage))
+		if errors.Is(r.Err, kerr.ReassignmentInProgress) {
+			e = fmt.Errorf("reassign %s-%d: %w: %w", r.Topic, r.Partition, ErrReassignmentInProgress, r.Err)
+		}
+		errs = append(errs, e)
+	})
+	return errors.Join(errs...)
+}
+
+// SubmitZKReassignment starts reassignments the legacy way: it creates
+// /admin/reassign_partitions (only when none exists: one reassignment at a time) in a
+// transaction fenced by the caller's lock. The controller deletes the znode when every
+// listed partition has finished. Never through /brokers/topics: a controller started
+// from an edited topic znode does not start or stop replicas (KAFKA.md).
+func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) error {
+	doc := reassignJSON{Version: 1}
+	for _, tp := range sortedKeys(targets) {
+		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition, Replicas: targets[tp]})
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	p := path.Join("/", chroot, "admin", "reassign_partitions")
+	if ok, _, err := conn.Exists(p); err != nil {
+		return fmt.Errorf("exists %s: %w", p, err)
+	} else if ok {
+		owner, _, _ := conn.Get(p)
+		return fmt.Errorf("%s exists (%s): %w", p, truncate(owner, 300), ErrReassignmentInProgress)
+	}
+	if _, err := w.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: zk.WorldACL(zk.PermAll)}); err != nil {
+		if errors.Is(err, zk.ErrNodeExists) {
+			return fmt.Errorf("%s was created meanwhile: %w", p, ErrReassignmentInProgress)
+		}
+		return fmt.Errorf("create %s: %w", p, err)
+	}
+	return nil
+}
