@@ -117,7 +117,7 @@ func (f *fleet) startKillable(worker string) (kill func()) {
 	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
 		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: map[string]*handlers.Cluster{f.alias: hc}, Logger: log, BlockedWait: 5 * time.Second,
 			RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second}},
-		events.TypeBrokerOverloaded:       &handlers.BrokerOverloaded{Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log},
+		events.TypeBrokerOverloaded: &handlers.BrokerOverloaded{Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log},
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
