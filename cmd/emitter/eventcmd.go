@@ -1,9 +1,9 @@
 package main
 
 // What the commands that build one typed event from flags (preferred-leader,
-// broker-overloaded) share: the flags about the envelope, publishing, waiting
-// and printing; their checks; building the event; and the run that prints,
-// publishes, or publishes and waits.
+// broker-overloaded, replication-factor) share: the flags about the envelope,
+// publishing, waiting and printing; their checks; building the event; and the
+// run that prints, publishes, or publishes and waits.
 
 import (
 	"context"
@@ -25,7 +25,8 @@ const (
 	outputJSON  = "json"
 )
 
-// defaultWaitTimeout is the default --timeout of the commands that wait.
+// defaultWaitTimeout is the default --timeout of the commands that wait
+// (unless the command sets eventFlags.defaultTimeout).
 const defaultWaitTimeout = 2 * time.Minute
 
 // eventFlags points at the values of the flags that every event command has.
@@ -35,15 +36,21 @@ type eventFlags struct {
 	dryRun, print, wait         *bool
 	timeout, expiresIn          *time.Duration
 	output, id, source, natsURL *string
+	// defaultTimeout is the default of --timeout; 0: defaultWaitTimeout.
+	defaultTimeout time.Duration
 }
 
 // register defines the shared flags on fs.
 func (f eventFlags) register(fs *flag.FlagSet) {
+	timeout := f.defaultTimeout
+	if timeout == 0 {
+		timeout = defaultWaitTimeout
+	}
 	fs.StringVar(f.cluster, "cluster", "", "Kafka `cluster`, as named in the workers' config (required)")
 	fs.StringVar(f.reason, "reason", "", "why, in a few `words`: kept with the result for the audit trail")
 	fs.BoolVar(f.dryRun, "dry-run", false, "ask the worker for the plan only: the event is published, the worker changes nothing (result status \"planned\")")
 	fs.BoolVar(f.wait, "wait", false, "wait for the result and print it; progress goes to stderr")
-	fs.DurationVar(f.timeout, "timeout", defaultWaitTimeout, "with --wait, give up waiting after `duration` (connecting and publishing included)")
+	fs.DurationVar(f.timeout, "timeout", timeout, "with --wait, give up waiting after `duration` (connecting and publishing included)")
 	fs.StringVar(f.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
 	fs.StringVar(f.id, "id", "", "event `id` (default: a random UUID); letters, digits, '-' and '_'. Re-using an id asks for the earlier event's result instead of a new run")
 	fs.StringVar(f.source, "source", "", "event `source` (default \"emitter/<user>@<host>\")")

@@ -6,6 +6,7 @@
 //	    --data '{"topic":"orders","partitions":[1],"preferred_leader":2}'
 //	emitter preferred-leader --cluster local --topic orders --broker 2 --partition 1 --wait
 //	emitter broker-overloaded --cluster local --broker 1 --dry-run --wait
+//	emitter replication-factor --cluster local --topic orders --rf 3 --throttle 50MiB --wait
 //	emitter result --id a1b2
 //
 // Run emitter --help for the whole story. Exit status: 0 ok, 1 failure (or a
@@ -39,23 +40,27 @@ const (
 // env is what the commands take from the process, so tests can fix it.
 type env struct {
 	stdout, stderr io.Writer
-	getenv         func(string) string
-	now            func() time.Time
-	newID          func() string
-	user, host     func() string // for the default --source
+	// stderrIsTerminal: stderr is a terminal, where --wait draws a live
+	// progress bar (otherwise it prints a line per progress report).
+	stderrIsTerminal bool
+	getenv           func(string) string
+	now              func() time.Time
+	newID            func() string
+	user, host       func() string // for the default --source
 }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	e := env{
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		getenv: os.Getenv,
-		now:    time.Now,
-		newID:  events.NewID,
-		user:   currentUser,
-		host:   hostname,
+		stdout:           os.Stdout,
+		stderr:           os.Stderr,
+		stderrIsTerminal: isTerminal(os.Stderr),
+		getenv:           os.Getenv,
+		now:              time.Now,
+		newID:            events.NewID,
+		user:             currentUser,
+		host:             hostname,
 	}
 	code := run(ctx, os.Args[1:], e)
 	stop()
@@ -68,13 +73,14 @@ func run(ctx context.Context, args []string, e env) int {
 		return exitUsage
 	}
 	commands := map[string]func(context.Context, []string, env) int{
-		"publish":           runPublish,
-		"preferred-leader":  runPreferredLeader,
-		"broker-overloaded": runBrokerOverloaded,
-		"result":            runResult,
+		"publish":            runPublish,
+		"preferred-leader":   runPreferredLeader,
+		"broker-overloaded":  runBrokerOverloaded,
+		"replication-factor": runReplicationFactor,
+		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
-	case "publish", "preferred-leader", "broker-overloaded", "result":
+	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "result":
 		return commands[cmd](ctx, rest, e)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
@@ -112,6 +118,7 @@ Usage:
     emitter publish --cluster CLUSTER --type TYPE --data '{...}' [flags]
     emitter preferred-leader --cluster CLUSTER --topic TOPIC --broker BROKER [flags]
     emitter broker-overloaded --cluster CLUSTER --broker BROKER [flags]
+    emitter replication-factor --cluster CLUSTER --topic TOPIC --rf N [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
 
@@ -125,11 +132,18 @@ Commands:
                       move partition leadership off a broker to the other
                       in-sync replicas, balanced (a broker-overloaded event);
                       --wait and --dry-run as for preferred-leader
+    replication-factor
+                      give the partitions of a topic N replicas each (a
+                      replica-change-requested event), throttled, in batches;
+                      --wait shows the copy's progress and waits up to 2h for
+                      the result, --dry-run asks for the plan
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on
 ` + events.ResultSubject("<event-id>") + ` (kept in stream ` + events.ResultsStream + `) and
-progress reports on ` + events.ProgressSubject("<event-id>") + `.
+progress reports on ` + events.ProgressSubject("<event-id>") + `. With --wait, the
+commands show the progress of replica copies on stderr: a live progress bar
+when stderr is a terminal, a line per report otherwise.
 
 Event types:
 `)

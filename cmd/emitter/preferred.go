@@ -104,23 +104,38 @@ func parsePreferredFlags(args []string, e env) (preferredOptions, error) {
 		return o, err
 	}
 
-	var errs []error
-	switch {
-	case o.topic == "":
-		errs = append(errs, errors.New("--topic is required"))
-	default:
-		if err := checkTopicName(o.topic); err != nil {
-			errs = append(errs, fmt.Errorf("--topic %q: %w", o.topic, err))
-		}
-	}
+	errs := checkTopicFlag(o.topic)
 	switch {
 	case !broker.set:
 		errs = append(errs, errors.New("--broker is required"))
 	case o.broker < 0:
 		errs = append(errs, fmt.Errorf("--broker %d: not a broker id (want 0 or more)", o.broker))
 	}
-	seen := make(map[int32]int, len(o.partitions))
-	for _, p := range o.partitions {
+	errs = append(errs, checkPartitions(o.partitions)...)
+	if o.strategy != "" && !contains(strategies, o.strategy) {
+		errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(strategies)))
+	}
+	err := o.flags().check(e, errs) // fills in defaults: before o is returned
+	return o, err
+}
+
+// checkTopicFlag checks --topic: given, and a name a Kafka topic can have.
+func checkTopicFlag(topic string) []error {
+	if topic == "" {
+		return []error{errors.New("--topic is required")}
+	}
+	if err := checkTopicName(topic); err != nil {
+		return []error{fmt.Errorf("--topic %q: %w", topic, err)}
+	}
+	return nil
+}
+
+// checkPartitions checks the partitions of --partition and --partitions:
+// partition numbers, each once.
+func checkPartitions(partitions []int32) []error {
+	var errs []error
+	seen := make(map[int32]int, len(partitions))
+	for _, p := range partitions {
 		seen[p]++
 		switch {
 		case seen[p] == 2: // once for any number of repeats
@@ -129,11 +144,7 @@ func parsePreferredFlags(args []string, e env) (preferredOptions, error) {
 			errs = append(errs, fmt.Errorf("partition %d: not a partition number (want 0 or more)", p))
 		}
 	}
-	if o.strategy != "" && !contains(strategies, o.strategy) {
-		errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(strategies)))
-	}
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+	return errs
 }
 
 // preferredData is the data of the replica-change-requested event the flags ask for.

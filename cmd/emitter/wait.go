@@ -129,7 +129,9 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 	}
 	if got == nil {
 		fmt.Fprintf(e.stderr, "waiting up to %s for the result on %s\n", req.timeout, events.ResultSubject(req.id))
-		got, err = waitResult(ctx, e.stderr, js, req.id, results, progress, reconnected)
+		pp := &progressPrinter{w: e.stderr, live: e.stderrIsTerminal}
+		got, err = waitResult(ctx, pp, js, req.id, results, progress, reconnected)
+		pp.endLine()
 	}
 	switch {
 	case err == nil:
@@ -149,13 +151,11 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 	return exitForStatus(got.result.Status)
 }
 
-// waitResult waits for the result of event id, printing progress reports on
-// stderr as they come. It returns ctx's error when ctx ends first.
-func waitResult(ctx context.Context, stderr io.Writer, js jetstream.JetStream, id string,
+// waitResult waits for the result of event id, showing progress reports on
+// pp as they come. It returns ctx's error when ctx ends first.
+func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream, id string,
 	results, progress <-chan *nats.Msg, reconnected <-chan struct{}) (*received, error) {
-	printProgress := func(m *nats.Msg) {
-		fmt.Fprintf(stderr, "progress: %s\n", bytes.TrimSpace(m.Data))
-	}
+	printProgress := func(m *nats.Msg) { pp.report(m.Data) }
 	drainProgress := func() {
 		for {
 			select {
@@ -176,7 +176,8 @@ func waitResult(ctx context.Context, stderr io.Writer, js jetstream.JetStream, i
 		case <-reconnected:
 			got, err := lookupResult(ctx, js, id)
 			if err != nil {
-				fmt.Fprintf(stderr, "reconnected to NATS; looking up the result failed: %v\n", err)
+				pp.endLine()
+				fmt.Fprintf(pp.w, "reconnected to NATS; looking up the result failed: %v\n", err)
 			}
 			if got != nil {
 				drainProgress()
