@@ -51,17 +51,20 @@ func asResult(res *events.Result, err error) (*events.Result, error) {
 }
 
 // lock takes the cluster lock for the job and returns a context that ends when the job's
-// context ends or the lock is lost, the lock (release it), and an earlier result of the
-// same event if another worker finished it meanwhile.
-func lock(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (context.Context, func(), *events.Result, error) {
+// context ends or the lock is lost, and the release function to defer. When another
+// worker finished the same event meanwhile, res becomes that earlier result and replayed
+// is true. Otherwise res's times become those of the work under the lock (StartedAt now,
+// FinishedAt when released), so that results show that operations on one cluster never
+// overlap.
+func lock(ctx context.Context, c *Cluster, job *pipeline.Job, res *events.Result, log *zap.Logger) (_ context.Context, release func(), replayed bool, _ error) {
 	held, err := c.Locker.Acquire(ctx, c.Name, job.Event.ID)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, false, fmt.Errorf("lock cluster %s: %w", c.Name, err)
 	}
 	log.Debug("lock acquired", zap.String("node", held.Node()))
 	lctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(held.Context(), func() { cancel(context.Cause(held.Context())) })
-	release := func() {
+	unlock := func() {
 		stop()
 		cancel(nil)
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -72,14 +75,20 @@ func lock(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (
 	}
 	earlier, ok, err := job.Earlier(lctx)
 	if err != nil {
-		release()
-		return nil, nil, nil, err
+		unlock()
+		return nil, nil, false, err
 	}
 	if ok {
 		earlier.Replayed = true
-		return lctx, release, earlier, nil
+		*res = *earlier
+		return lctx, unlock, true, nil
 	}
-	return context.WithValue(lctx, heldKey{}, held), release, nil, nil
+	res.StartedAt = time.Now()
+	release = func() {
+		res.FinishedAt = time.Now()
+		unlock()
+	}
+	return context.WithValue(lctx, heldKey{}, held), release, false, nil
 }
 
 type heldKey struct{}

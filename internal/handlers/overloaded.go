@@ -182,18 +182,15 @@ func (h *BrokerOverloaded) Handle(ctx context.Context, job *pipeline.Job) (*even
 		return dryRun(ctx, res, planOnce)
 	}
 
-	lctx, release, earlier, err := lock(ctx, c, job, log)
+	lctx, release, replayed, err := lock(ctx, c, job, res, log)
 	if err != nil {
-		return res, fmt.Errorf("lock cluster %s: %w", c.Name, err)
+		return res, err
 	}
 	defer release()
-	if earlier != nil {
-		res = earlier
-		return earlier, nil
+	if replayed {
+		return res, nil
 	}
 	ctx = lctx
-	res.StartedAt = time.Now()
-	defer func() { res.FinishedAt = time.Now() }()
 
 	// Alert storms: the same broker shed within the cool-down is a noop naming the event.
 	recent, err := h.recent(ctx, kv, c.Name, res.StartedAt)

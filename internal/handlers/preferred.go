@@ -99,20 +99,15 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 		return dryRun(ctx, res, planOnce)
 	}
 
-	lctx, release, earlier, err := lock(ctx, c, job, log)
+	lctx, release, replayed, err := lock(ctx, c, job, res, log)
 	if err != nil {
-		return res, fmt.Errorf("lock cluster %s: %w", c.Name, err)
+		return res, err
 	}
 	defer release()
-	if earlier != nil {
-		res = earlier
-		return earlier, nil
+	if replayed {
+		return res, nil
 	}
 	ctx = lctx
-	// The times of the result are those of the work under the lock, so that results show
-	// that operations on one cluster never overlap.
-	res.StartedAt = time.Now()
-	defer func() { res.FinishedAt = time.Now() }()
 
 	snap, p, err := planUntilUnblocked(ctx, h.BlockedWait, planOnce, log)
 	if err != nil {

@@ -96,17 +96,14 @@ func (h *ReplicaChange) replicationFactor(ctx context.Context, job *pipeline.Job
 		return dryRun(ctx, res, planOnce)
 	}
 
-	lctx, release, earlier, err := lock(ctx, c, job, log)
+	lctx, release, replayed, err := lock(ctx, c, job, res, log)
 	if err != nil {
-		return res, fmt.Errorf("lock cluster %s: %w", c.Name, err)
+		return res, err
 	}
 	defer release()
-	if earlier != nil {
-		*res = *earlier
-		return earlier, nil
+	if replayed {
+		return res, nil
 	}
-	res.StartedAt = time.Now()
-	defer func() { res.FinishedAt = time.Now() }()
 	timeout := o.Timeout
 	if req.Timeout.Duration > 0 {
 		timeout = req.Timeout.Duration
