@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -250,6 +251,15 @@ func (s *Stack) pid(srv server) (int, error) {
 }
 
 func (s *Stack) start(ctx context.Context, srv server) error {
+	// A port held by another process (a stack of another checkout, a CI run) would make
+	// the server fail to bind, and the checks then talk to the other process's server.
+	for _, addr := range srv.listenAddrs() {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s: cannot start: %s is taken by a process that is not this stack's (another checkout's stack, or a CI run?): %w", srv.name, addr, err)
+		}
+		ln.Close()
+	}
 	if err := s.writeConfig(srv); err != nil {
 		return fmt.Errorf("%s: write config: %w", srv.name, err)
 	}
@@ -374,6 +384,20 @@ func (s *Stack) Status(ctx context.Context) ([]ServerStatus, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// listenAddrs are the addresses the server listens on.
+func (srv server) listenAddrs() []string {
+	switch srv.kind {
+	case kindZooKeeper:
+		return []string{ZooKeeperAddr}
+	case kindNATS:
+		return []string{strings.TrimPrefix(NATSURL, "nats://"), strings.TrimPrefix(NATSMonitorURL, "http://")}
+	}
+	if srv.broker.ControllerAddr != "" {
+		return []string{srv.broker.Addr, srv.broker.ControllerAddr}
+	}
+	return []string{srv.broker.Addr}
 }
 
 func (srv server) addr() string {
