@@ -29,8 +29,36 @@ const (
 // (unless the command sets eventFlags.defaultTimeout).
 const defaultWaitTimeout = 2 * time.Minute
 
-// eventFlags points at the values of the flags that every event command has.
-// Each command keeps them among its own options (see preferredOptions).
+// eventOptions are the values of the flags that every event command has.
+// Each command's options embed them (see preferredOptions).
+type eventOptions struct {
+	cluster   string
+	reason    string
+	dryRun    bool // ask the worker for the plan only
+	print     bool // print the event, publish nothing
+	wait      bool
+	timeout   time.Duration
+	output    string
+	id        string
+	source    string
+	expiresIn time.Duration
+	natsURL   string
+}
+
+// flags points at the shared flags' values, with the default --timeout
+// (defaultWaitTimeout); a command with another default sets
+// eventFlags.defaultTimeout on the result.
+func (o *eventOptions) flags() eventFlags {
+	return eventFlags{
+		cluster: &o.cluster, reason: &o.reason,
+		dryRun: &o.dryRun, print: &o.print, wait: &o.wait,
+		timeout: &o.timeout, expiresIn: &o.expiresIn,
+		output: &o.output, id: &o.id, source: &o.source, natsURL: &o.natsURL,
+	}
+}
+
+// eventFlags points at the values of the flags that every event command has
+// (see eventOptions.flags).
 type eventFlags struct {
 	cluster, reason             *string
 	dryRun, print, wait         *bool
@@ -59,6 +87,15 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(f.print, "print", false, "print the event on stdout instead of publishing it")
 }
 
+// newEventFlagSet is the flag set of the event command called name (such as
+// "emitter preferred-leader"), with the shared flags f defined on it.
+func newEventFlagSet(name string, f eventFlags) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.register(fs)
+	return fs
+}
+
 // parseCommandLine parses args with fs. It returns flag.ErrHelp when help was
 // asked for (printUsage has then printed the usage on stdout), and a
 // usageError for anything wrong with the command line.
@@ -81,17 +118,9 @@ func parseCommandLine(fs *flag.FlagSet, args []string, e env, printUsage func(io
 // there is none, it fills in the defaults of the id, the source and the NATS
 // URL.
 func (f eventFlags) check(e env, own []error) error {
-	var errs []error
-	switch {
-	case *f.cluster == "":
-		errs = append(errs, errors.New("--cluster is required"))
-	case !events.ValidToken(*f.cluster):
-		errs = append(errs, fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", *f.cluster))
-	}
+	errs := checkClusterFlag(*f.cluster)
 	errs = append(errs, own...)
-	if *f.output != outputTable && *f.output != outputJSON {
-		errs = append(errs, fmt.Errorf("-o %q: unknown output format (want table or json)", *f.output))
-	}
+	errs = append(errs, checkOutputFlag(*f.output)...)
 	if *f.print && *f.wait {
 		errs = append(errs, errors.New("--print and --wait exclude each other: --print publishes nothing, so no result comes"))
 	}
@@ -100,6 +129,36 @@ func (f eventFlags) check(e env, own []error) error {
 		return usageError{err}
 	}
 	*f.id, *f.source, *f.natsURL = eventDefaults(*f.id, *f.source, *f.natsURL, e)
+	return nil
+}
+
+// checkClusterFlag checks --cluster: given, and a subject token.
+func checkClusterFlag(cluster string) []error {
+	switch {
+	case cluster == "":
+		return []error{errors.New("--cluster is required")}
+	case !events.ValidToken(cluster):
+		return []error{fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", cluster)}
+	}
+	return nil
+}
+
+// checkOutputFlag checks -o: a result format.
+func checkOutputFlag(output string) []error {
+	if output != outputTable && output != outputJSON {
+		return []error{fmt.Errorf("-o %q: unknown output format (want table or json)", output)}
+	}
+	return nil
+}
+
+// checkBrokerFlag checks --broker: given, and a broker id.
+func checkBrokerFlag(broker *int32Flag) []error {
+	switch {
+	case !broker.set:
+		return []error{errors.New("--broker is required")}
+	case *broker.v < 0:
+		return []error{fmt.Errorf("--broker %d: not a broker id (want 0 or more)", *broker.v)}
+	}
 	return nil
 }
 
@@ -175,17 +234,28 @@ type eventCommand interface {
 	build(now time.Time) (ev events.Envelope, subject string, body []byte, err error)
 }
 
+// parseExit says whether the command called name stops after parsing its
+// command line, which gave parseErr (see parseCommandLine), and with which
+// exit status: exitOK after help, exitUsage after a usage error, which it
+// prints on stderr.
+func parseExit(e env, name string, parseErr error) (code int, done bool) {
+	switch {
+	case errors.Is(parseErr, flag.ErrHelp):
+		return exitOK, true
+	case parseErr != nil:
+		fmt.Fprintf(e.stderr, "%s: %s\nRun '%s --help' for usage.\n", name,
+			strings.ReplaceAll(parseErr.Error(), "\n", "\n  "), name)
+		return exitUsage, true
+	}
+	return 0, false
+}
+
 // runEventCommand runs an event command whose command line parsed to cmd and
 // parseErr: it prints the event (--print), or publishes it, and with --wait
 // waits for the result and prints it. It returns the exit status.
 func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, parseErr error) int {
-	switch {
-	case errors.Is(parseErr, flag.ErrHelp):
-		return exitOK
-	case parseErr != nil:
-		fmt.Fprintf(e.stderr, "%s: %s\nRun '%s --help' for usage.\n", name,
-			strings.ReplaceAll(parseErr.Error(), "\n", "\n  "), name)
-		return exitUsage
+	if code, done := parseExit(e, name, parseErr); done {
+		return code
 	}
 	f := cmd.flags()
 

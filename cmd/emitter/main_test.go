@@ -69,11 +69,7 @@ func TestHelp(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	valid := []string{"--cluster", "local", "--type", "broker-overloaded", "--data", `{"broker":1}`}
-	tests := []struct {
-		name string
-		args []string
-		want []string
-	}{
+	tests := []usageErrorTest{
 		{"no command", nil, []string{"Usage:"}},
 		{"unknown command", []string{"send"}, []string{`unknown command "send"`}},
 		{"unknown flag", []string{"publish", "--topic", "x"}, []string{"flag provided but not defined: -topic"}},
@@ -94,22 +90,7 @@ func TestUsageErrors(t *testing.T) {
 		{"negative expiry", append([]string{"publish", "--expires-in", "-1m"}, valid...), []string{"--expires-in -1m0s: must be positive"}},
 		{"zero timeout", append([]string{"publish", "--timeout", "0s"}, valid...), []string{"--timeout 0s: must be positive"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, stdout, stderr := testEnv(nil)
-			if code := run(t.Context(), tt.args, e); code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(stderr.String(), w) {
-					t.Errorf("stderr lacks %q:\n%s", w, stderr)
-				}
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout not empty: %q", stdout)
-			}
-		})
-	}
+	testUsageErrors(t, tests)
 }
 
 func TestParsePublishFlagsDefaults(t *testing.T) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,31 +13,12 @@ import (
 
 // overloadedOptions are the flags of emitter broker-overloaded.
 type overloadedOptions struct {
-	cluster       string
+	eventOptions
 	broker        int32
 	topics        []string // nil: every topic
 	excludeTopics []string
 	maxPartitions int  // 0: no cap
 	demoteToEnd   bool // also move broker to the end of the assigned replicas
-	reason        string
-	dryRun        bool // ask the worker for the plan only
-	print         bool // print the event, publish nothing
-	wait          bool
-	timeout       time.Duration
-	output        string
-	id            string
-	source        string
-	expiresIn     time.Duration
-	natsURL       string
-}
-
-func (o *overloadedOptions) flags() eventFlags {
-	return eventFlags{
-		cluster: &o.cluster, reason: &o.reason,
-		dryRun: &o.dryRun, print: &o.print, wait: &o.wait,
-		timeout: &o.timeout, expiresIn: &o.expiresIn,
-		output: &o.output, id: &o.id, source: &o.source, natsURL: &o.natsURL,
-	}
 }
 
 func (o *overloadedOptions) build(now time.Time) (events.Envelope, string, []byte, error) {
@@ -76,9 +56,7 @@ func (f topicsFlag) Set(s string) error {
 }
 
 func newOverloadedFlagSet(o *overloadedOptions) (*flag.FlagSet, *int32Flag) {
-	fs := flag.NewFlagSet("emitter broker-overloaded", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.flags().register(fs)
+	fs := newEventFlagSet("emitter broker-overloaded", o.flags())
 	broker := &int32Flag{v: &o.broker}
 	fs.Var(broker, "broker", "`id` of the overloaded broker, whose partition leadership moves to other brokers (required)")
 	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic`; repeat for several (default: every topic)")
@@ -100,13 +78,7 @@ func parseOverloadedFlags(args []string, e env) (overloadedOptions, error) {
 		return o, err
 	}
 
-	var errs []error
-	switch {
-	case !broker.set:
-		errs = append(errs, errors.New("--broker is required"))
-	case o.broker < 0:
-		errs = append(errs, fmt.Errorf("--broker %d: not a broker id (want 0 or more)", o.broker))
-	}
+	errs := checkBrokerFlag(broker)
 	errs = append(errs, checkTopicList("--topic", o.topics)...)
 	errs = append(errs, checkTopicList("--exclude-topic", o.excludeTopics)...)
 	both := map[string]bool{}

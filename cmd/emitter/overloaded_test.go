@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -18,20 +17,18 @@ import (
 func TestParseOverloadedFlags(t *testing.T) {
 	base := []string{"--cluster", "local", "--broker", "1"}
 	defaults := overloadedOptions{
-		cluster: "local", broker: 1,
-		timeout: defaultWaitTimeout, output: outputTable,
-		id: "generated-id", source: "emitter/alice@box", natsURL: defaultNATSURL,
+		eventOptions: eventOptions{
+			cluster: "local", timeout: defaultWaitTimeout, output: outputTable,
+			id: "generated-id", source: "emitter/alice@box", natsURL: defaultNATSURL,
+		},
+		broker: 1,
 	}
 	with := func(f func(*overloadedOptions)) overloadedOptions {
 		o := defaults
 		f(&o)
 		return o
 	}
-	tests := []struct {
-		name string
-		args []string
-		want overloadedOptions
-	}{
+	tests := []parseTest[overloadedOptions]{
 		{"defaults", base, defaults},
 		{"broker 0", []string{"--cluster", "local", "--broker", "0"},
 			with(func(o *overloadedOptions) { o.broker = 0 })},
@@ -51,18 +48,7 @@ func TestParseOverloadedFlags(t *testing.T) {
 		{"double-dash o and print", append(base, "--o", "json", "--print"),
 			with(func(o *overloadedOptions) { o.output, o.print = outputJSON, true })},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, _, _ := testEnv(nil)
-			got, err := parseOverloadedFlags(tt.args, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("options:\n got %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
+	testParse(t, parseOverloadedFlags, tests)
 
 	e, _, _ := testEnv(map[string]string{envNATSURL: "nats://env:4222"})
 	if got, _ := parseOverloadedFlags(base, e); got.natsURL != "nats://env:4222" {
@@ -72,11 +58,7 @@ func TestParseOverloadedFlags(t *testing.T) {
 
 func TestOverloadedUsageErrors(t *testing.T) {
 	base := []string{"broker-overloaded", "--cluster", "local", "--broker", "1"}
-	tests := []struct {
-		name string
-		args []string
-		want []string
-	}{
+	tests := []usageErrorTest{
 		{"nothing given", []string{"broker-overloaded"},
 			[]string{"--cluster is required", "--broker is required", "Run 'emitter broker-overloaded --help' for usage."}},
 		{"bad cluster", []string{"broker-overloaded", "--cluster", "prod.eu", "--broker", "1"},
@@ -126,22 +108,7 @@ func TestOverloadedUsageErrors(t *testing.T) {
 			[]string{`--cluster "a b"`, "--broker -3", `--topic "x": given more than once`, `--topic "y z"`,
 				`topic "x": both included`, "--max-partitions -2", `-o "xml"`, "--print and --wait"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, stdout, stderr := testEnv(nil)
-			if code := run(t.Context(), tt.args, e); code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(stderr.String(), w) {
-					t.Errorf("stderr lacks %q:\n%s", w, stderr)
-				}
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout not empty: %q", stdout)
-			}
-		})
-	}
+	testUsageErrors(t, tests)
 
 	// Each problem is reported once, however often the topic repeats.
 	e, _, stderr := testEnv(nil)
@@ -157,11 +124,7 @@ func TestOverloadedUsageErrors(t *testing.T) {
 // sets, and that the workers' decoder accepts it.
 func TestOverloadedEventData(t *testing.T) {
 	base := []string{"--cluster", "local", "--broker", "1"}
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []eventDataTest{
 		{"every topic", base, `{"broker":1}`},
 		{"broker 0 is a broker", []string{"--cluster", "c", "--broker", "0"}, `{"broker":0}`},
 		{"some topics", append(base, "--topic", "orders", "--topics", "payments,t.v1"),
@@ -181,25 +144,8 @@ func TestOverloadedEventData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _, _ := testEnv(nil)
-			o, err := parseOverloadedFlags(tt.args, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev, subject, body, err := buildOverloadedEvent(o, fixedNow)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(compact(t, ev.Data)); got != tt.want {
-				t.Errorf("data:\n got %s\nwant %s", got, tt.want)
-			}
-			if want := "kafkamender.events." + o.cluster + ".broker-overloaded"; subject != want {
-				t.Errorf("subject %q, want %q", subject, want)
-			}
-			dec, err := events.Decode(subject, nil, body, events.DecodeOptions{Clusters: []string{o.cluster}})
-			if err != nil {
-				t.Fatalf("a worker would reject the event: %v", err)
-			}
+			o, b := buildFromArgs(t, tt.args, parseOverloadedFlags, buildOverloadedEvent)
+			dec := b.decode(t, o.cluster, "kafkamender.events."+o.cluster+".broker-overloaded", tt.want)
 			if dec.ID != o.id || dec.Type != events.TypeBrokerOverloaded || dec.Source != o.source {
 				t.Errorf("decoded envelope: %+v", dec.Envelope)
 			}
@@ -214,36 +160,18 @@ func TestOverloadedEventData(t *testing.T) {
 }
 
 func TestOverloadedPrint(t *testing.T) {
-	e, stdout, stderr := testEnv(nil)
-	code := run(t.Context(), []string{"broker-overloaded", "--print",
+	ev, stderr := printEvent(t, []string{"broker-overloaded", "--print",
 		"--cluster", "local", "--broker", "1", "--exclude-topic", "audit", "--demote-to-end",
 		"--expires-in", "5m", "--nats-url", "nats://127.0.0.1:1",
-	}, e)
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
-	}
-	var ev events.Envelope
-	if err := json.Unmarshal(stdout.Bytes(), &ev); err != nil {
-		t.Fatalf("stdout is not an event: %v\n%s", err, stdout)
-	}
-	wantTime := fixedNow.Truncate(time.Millisecond)
-	if ev.ID != "generated-id" || ev.Type != events.TypeBrokerOverloaded || ev.SpecVersion != "1.0" ||
-		!ev.Time.Equal(wantTime) || !ev.ExpiresAt.Equal(wantTime.Add(5*time.Minute)) {
-		t.Errorf("event: %+v", ev)
-	}
+	})
+	checkPrintedEvent(t, ev, stderr, events.TypeBrokerOverloaded, "kafkamender.events.local.broker-overloaded")
 	if got, want := string(compact(t, ev.Data)), `{"broker":1,"exclude_topics":["audit"],"demote_to_end":true}`; got != want {
 		t.Errorf("data %s, want %s", got, want)
-	}
-	if want := "--print: event generated-id not published to kafkamender.events.local.broker-overloaded"; !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr lacks %q: %s", want, stderr)
 	}
 }
 
 func TestOverloadedHelp(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		want []string
-	}{
+	testHelp(t, []helpTest{
 		{[]string{"--help"}, []string{"emitter broker-overloaded --cluster CLUSTER --broker BROKER [flags]",
 			"    broker-overloaded\n                      move partition leadership off a broker"}},
 		{[]string{"broker-overloaded", "--help"}, []string{"Usage: emitter broker-overloaded", "--broker ID",
@@ -252,20 +180,11 @@ func TestOverloadedHelp(t *testing.T) {
 			"(default 2m0s)", "kafkamender.events.<cluster>.broker-overloaded", "kafkamender.results.<id>",
 			`"demote_to_end":true`, "3  with --wait: no result within --timeout"}},
 		{[]string{"help", "broker-overloaded"}, []string{"Usage: emitter broker-overloaded"}},
-	} {
-		e, stdout, stderr := testEnv(nil)
-		if code := run(t.Context(), tt.args, e); code != exitOK {
-			t.Errorf("%v: exit %d; stderr: %s", tt.args, code, stderr)
+	}, func(args []string, stdout string) {
+		if strings.Contains(stdout, "(default 0)") {
+			t.Errorf("%v: help shows a zero default:\n%s", args, stdout)
 		}
-		for _, w := range tt.want {
-			if !strings.Contains(stdout.String(), w) {
-				t.Errorf("%v: help lacks %q:\n%s", tt.args, w, stdout)
-			}
-		}
-		if strings.Contains(stdout.String(), "(default 0)") {
-			t.Errorf("%v: help shows a zero default:\n%s", tt.args, stdout)
-		}
-	}
+	})
 }
 
 // overloadedResult is a broker-overloaded result with many changes: broker 1

@@ -18,30 +18,11 @@ var strategies = []string{"auto", "api", "zk-reassign", "zk-nudge"}
 
 // preferredOptions are the flags of emitter preferred-leader.
 type preferredOptions struct {
-	cluster    string
+	eventOptions
 	topic      string
 	broker     int32
 	partitions []int32 // nil: every partition with a replica on broker
 	strategy   string  // "": the worker's configured strategy
-	reason     string
-	dryRun     bool // ask the worker for the plan only
-	print      bool // print the event, publish nothing
-	wait       bool
-	timeout    time.Duration
-	output     string
-	id         string
-	source     string
-	expiresIn  time.Duration
-	natsURL    string
-}
-
-func (o *preferredOptions) flags() eventFlags {
-	return eventFlags{
-		cluster: &o.cluster, reason: &o.reason,
-		dryRun: &o.dryRun, print: &o.print, wait: &o.wait,
-		timeout: &o.timeout, expiresIn: &o.expiresIn,
-		output: &o.output, id: &o.id, source: &o.source, natsURL: &o.natsURL,
-	}
 }
 
 func (o *preferredOptions) build(now time.Time) (events.Envelope, string, []byte, error) {
@@ -82,9 +63,7 @@ func (f partitionsFlag) Set(s string) error {
 }
 
 func newPreferredFlagSet(o *preferredOptions) (*flag.FlagSet, *int32Flag) {
-	fs := flag.NewFlagSet("emitter preferred-leader", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.flags().register(fs)
+	fs := newEventFlagSet("emitter preferred-leader", o.flags())
 	broker := &int32Flag{v: &o.broker}
 	fs.StringVar(&o.topic, "topic", "", "the `topic` whose partitions change (required)")
 	fs.Var(broker, "broker", "`id` of the broker to make the preferred leader (required)")
@@ -105,12 +84,7 @@ func parsePreferredFlags(args []string, e env) (preferredOptions, error) {
 	}
 
 	errs := checkTopicFlag(o.topic)
-	switch {
-	case !broker.set:
-		errs = append(errs, errors.New("--broker is required"))
-	case o.broker < 0:
-		errs = append(errs, fmt.Errorf("--broker %d: not a broker id (want 0 or more)", o.broker))
-	}
+	errs = append(errs, checkBrokerFlag(broker)...)
 	errs = append(errs, checkPartitions(o.partitions)...)
 	if o.strategy != "" && !contains(strategies, o.strategy) {
 		errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(strategies)))

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"encoding/json"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,20 +11,18 @@ import (
 func TestParsePreferredFlags(t *testing.T) {
 	base := []string{"--cluster", "local", "--topic", "orders", "--broker", "2"}
 	defaults := preferredOptions{
-		cluster: "local", topic: "orders", broker: 2,
-		timeout: defaultWaitTimeout, output: outputTable,
-		id: "generated-id", source: "emitter/alice@box", natsURL: defaultNATSURL,
+		eventOptions: eventOptions{
+			cluster: "local", timeout: defaultWaitTimeout, output: outputTable,
+			id: "generated-id", source: "emitter/alice@box", natsURL: defaultNATSURL,
+		},
+		topic: "orders", broker: 2,
 	}
 	with := func(f func(*preferredOptions)) preferredOptions {
 		o := defaults
 		f(&o)
 		return o
 	}
-	tests := []struct {
-		name string
-		args []string
-		want preferredOptions
-	}{
+	tests := []parseTest[preferredOptions]{
 		{"defaults", base, defaults},
 		{"broker 0", []string{"--cluster", "local", "--topic", "orders", "--broker", "0"},
 			with(func(o *preferredOptions) { o.broker = 0 })},
@@ -44,18 +40,7 @@ func TestParsePreferredFlags(t *testing.T) {
 		{"double-dash o and print", append(base, "--o", "json", "--print"),
 			with(func(o *preferredOptions) { o.output, o.print = outputJSON, true })},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, _, _ := testEnv(nil)
-			got, err := parsePreferredFlags(tt.args, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("options:\n got %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
+	testParse(t, parsePreferredFlags, tests)
 
 	e, _, _ := testEnv(map[string]string{envNATSURL: "nats://env:4222"})
 	if got, _ := parsePreferredFlags(base, e); got.natsURL != "nats://env:4222" {
@@ -65,11 +50,7 @@ func TestParsePreferredFlags(t *testing.T) {
 
 func TestPreferredUsageErrors(t *testing.T) {
 	base := []string{"preferred-leader", "--cluster", "local", "--topic", "orders", "--broker", "2"}
-	tests := []struct {
-		name string
-		args []string
-		want []string
-	}{
+	tests := []usageErrorTest{
 		{"nothing given", []string{"preferred-leader"},
 			[]string{"--cluster is required", "--topic is required", "--broker is required", "Run 'emitter preferred-leader --help' for usage."}},
 		{"bad cluster", []string{"preferred-leader", "--cluster", "prod.eu", "--topic", "t", "--broker", "1"},
@@ -104,33 +85,14 @@ func TestPreferredUsageErrors(t *testing.T) {
 		{"every problem at once", []string{"preferred-leader", "--cluster", "a b", "--broker", "-3", "--partitions", "-1,-1", "--strategy", "x"},
 			[]string{`--cluster "a b"`, "--topic is required", "--broker -3", "partition -1: not a partition number", "partition -1: given more than once", `--strategy "x"`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, stdout, stderr := testEnv(nil)
-			if code := run(t.Context(), tt.args, e); code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(stderr.String(), w) {
-					t.Errorf("stderr lacks %q:\n%s", w, stderr)
-				}
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout not empty: %q", stdout)
-			}
-		})
-	}
+	testUsageErrors(t, tests)
 }
 
 // TestPreferredEventData checks the data of the event built for typical flag
 // sets, and that the workers' decoder accepts it.
 func TestPreferredEventData(t *testing.T) {
 	base := []string{"--cluster", "local", "--topic", "orders", "--broker", "2"}
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []eventDataTest{
 		{"all partitions with the broker", base,
 			`{"topic":"orders","preferred_leader":2}`},
 		{"one partition", append(base, "--partition", "1"),
@@ -146,25 +108,8 @@ func TestPreferredEventData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _, _ := testEnv(nil)
-			o, err := parsePreferredFlags(tt.args, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev, subject, body, err := buildPreferredEvent(o, fixedNow)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(compact(t, ev.Data)); got != tt.want {
-				t.Errorf("data:\n got %s\nwant %s", got, tt.want)
-			}
-			if want := "kafkamender.events." + o.cluster + ".replica-change-requested"; subject != want {
-				t.Errorf("subject %q, want %q", subject, want)
-			}
-			dec, err := events.Decode(subject, nil, body, events.DecodeOptions{Clusters: []string{o.cluster}})
-			if err != nil {
-				t.Fatalf("a worker would reject the event: %v", err)
-			}
+			o, b := buildFromArgs(t, tt.args, parsePreferredFlags, buildPreferredEvent)
+			dec := b.decode(t, o.cluster, "kafkamender.events."+o.cluster+".replica-change-requested", tt.want)
 			if dec.ID != o.id || dec.Type != events.TypeReplicaChangeRequested || dec.Source != "emitter/alice@box" {
 				t.Errorf("decoded envelope: %+v", dec.Envelope)
 			}
@@ -177,28 +122,13 @@ func TestPreferredEventData(t *testing.T) {
 }
 
 func TestPreferredPrint(t *testing.T) {
-	e, stdout, stderr := testEnv(nil)
-	code := run(t.Context(), []string{"preferred-leader", "--print",
+	ev, stderr := printEvent(t, []string{"preferred-leader", "--print",
 		"--cluster", "local", "--topic", "orders", "--broker", "2", "--partition", "1",
 		"--expires-in", "5m", "--nats-url", "nats://127.0.0.1:1",
-	}, e)
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
-	}
-	var ev events.Envelope
-	if err := json.Unmarshal(stdout.Bytes(), &ev); err != nil {
-		t.Fatalf("stdout is not an event: %v\n%s", err, stdout)
-	}
-	wantTime := fixedNow.Truncate(time.Millisecond)
-	if ev.ID != "generated-id" || ev.Type != events.TypeReplicaChangeRequested || ev.SpecVersion != "1.0" ||
-		!ev.Time.Equal(wantTime) || !ev.ExpiresAt.Equal(wantTime.Add(5*time.Minute)) {
-		t.Errorf("event: %+v", ev)
-	}
+	})
+	checkPrintedEvent(t, ev, stderr, events.TypeReplicaChangeRequested, "kafkamender.events.local.replica-change-requested")
 	if got, want := string(compact(t, ev.Data)), `{"topic":"orders","partitions":[1],"preferred_leader":2}`; got != want {
 		t.Errorf("data %s, want %s", got, want)
-	}
-	if want := "--print: event generated-id not published to kafkamender.events.local.replica-change-requested"; !strings.Contains(stderr.String(), want) {
-		t.Errorf("stderr lacks %q: %s", want, stderr)
 	}
 }
 
@@ -223,10 +153,7 @@ func TestPreferredPublishUnreachable(t *testing.T) {
 }
 
 func TestCommandHelp(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		want []string
-	}{
+	testHelp(t, []helpTest{
 		{[]string{"--help"}, []string{"emitter preferred-leader --cluster", "emitter result --id", "preferred-leader  make a broker",
 			"result            print the stored result", "3  --wait: no result within --timeout", "4  result: no result stored"}},
 		{[]string{"preferred-leader", "--help"}, []string{"Usage: emitter preferred-leader", "--broker ID", "--partition PARTITION",
@@ -235,17 +162,7 @@ func TestCommandHelp(t *testing.T) {
 		{[]string{"help", "preferred-leader"}, []string{"Usage: emitter preferred-leader"}},
 		{[]string{"result", "-h"}, []string{"Usage: emitter result --id ID", "KAFKAMENDER_RESULTS", "4  no result stored", "-o FORMAT"}},
 		{[]string{"help", "result"}, []string{"Usage: emitter result"}},
-	} {
-		e, stdout, stderr := testEnv(nil)
-		if code := run(t.Context(), tt.args, e); code != exitOK {
-			t.Errorf("%v: exit %d; stderr: %s", tt.args, code, stderr)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(stdout.String(), w) {
-				t.Errorf("%v: help lacks %q:\n%s", tt.args, w, stdout)
-			}
-		}
-	}
+	}, nil)
 
 	e, _, stderr := testEnv(nil)
 	if code := run(t.Context(), []string{"help", "nope"}, e); code != exitUsage || !strings.Contains(stderr.String(), `unknown command "nope"`) {

@@ -56,24 +56,11 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up connecting and publishing after `duration`")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the event on stdout instead of publishing it")
 
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printPublishUsage(e.stdout, fs)
-			return o, err
-		}
-		return o, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return o, usageErrorf("unexpected arguments %q", fs.Args())
+	if err := parseCommandLine(fs, args, e, printPublishUsage); err != nil {
+		return o, err
 	}
 
-	var errs []error
-	switch {
-	case o.cluster == "":
-		errs = append(errs, errors.New("--cluster is required"))
-	case !events.ValidToken(o.cluster):
-		errs = append(errs, fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", o.cluster))
-	}
+	errs := checkClusterFlag(o.cluster)
 	switch {
 	case o.typ == "":
 		errs = append(errs, errors.New("--type is required"))
@@ -181,13 +168,8 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 
 func runPublish(ctx context.Context, args []string, e env) int {
 	o, err := parsePublishFlags(args, e)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case err != nil:
-		fmt.Fprintf(e.stderr, "emitter publish: %s\nRun 'emitter publish --help' for usage.\n",
-			strings.ReplaceAll(err.Error(), "\n", "\n  "))
-		return exitUsage
+	if code, done := parseExit(e, "emitter publish", err); done {
+		return code
 	}
 
 	ev := buildEnvelope(o, e.now())

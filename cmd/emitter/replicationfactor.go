@@ -23,33 +23,21 @@ const defaultRFWaitTimeout = 2 * time.Hour
 
 // rfOptions are the flags of emitter replication-factor.
 type rfOptions struct {
-	cluster    string
+	eventOptions
 	topic      string
 	factor     int32
 	partitions []int32 // nil: every partition of the topic
 	strategy   string  // "": the worker's configured strategy
 	throttle   int64   // bytes/s; 0: the worker's default
 	opTimeout  time.Duration
-	reason     string
-	dryRun     bool // ask the worker for the plan only
-	print      bool // print the event, publish nothing
-	wait       bool
-	timeout    time.Duration
-	output     string
-	id         string
-	source     string
-	expiresIn  time.Duration
-	natsURL    string
 }
 
+// flags are the shared flags, with the longer default --timeout of
+// replication-factor.
 func (o *rfOptions) flags() eventFlags {
-	return eventFlags{
-		cluster: &o.cluster, reason: &o.reason,
-		dryRun: &o.dryRun, print: &o.print, wait: &o.wait,
-		timeout: &o.timeout, expiresIn: &o.expiresIn,
-		output: &o.output, id: &o.id, source: &o.source, natsURL: &o.natsURL,
-		defaultTimeout: defaultRFWaitTimeout,
-	}
+	f := o.eventOptions.flags()
+	f.defaultTimeout = defaultRFWaitTimeout
+	return f
 }
 
 func (o *rfOptions) build(now time.Time) (events.Envelope, string, []byte, error) {
@@ -117,9 +105,7 @@ func (f byteSizeFlag) Set(s string) error {
 }
 
 func newRFFlagSet(o *rfOptions) (*flag.FlagSet, *int32Flag) {
-	fs := flag.NewFlagSet("emitter replication-factor", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.flags().register(fs)
+	fs := newEventFlagSet("emitter replication-factor", o.flags())
 	factor := &int32Flag{v: &o.factor}
 	fs.StringVar(&o.topic, "topic", "", "the `topic` whose replication factor changes (required)")
 	fs.Var(factor, "rf", "the replication factor wanted: `n` replicas per partition, 1 or more (required)")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -73,20 +72,18 @@ func TestParseByteSize(t *testing.T) {
 func TestParseRFFlags(t *testing.T) {
 	base := []string{"--cluster", "local", "--topic", "orders", "--rf", "3"}
 	defaults := rfOptions{
-		cluster: "local", topic: "orders", factor: 3,
-		timeout: 2 * time.Hour, output: outputTable,
-		id: "generated-id", source: "emitter/alice@box", natsURL: defaultNATSURL,
+		eventOptions: eventOptions{
+			cluster: "local", timeout: 2 * time.Hour, output: outputTable,
+			id: "generated-id", source: "emitter/alice@box", natsURL: defaultNATSURL,
+		},
+		topic: "orders", factor: 3,
 	}
 	with := func(f func(*rfOptions)) rfOptions {
 		o := defaults
 		f(&o)
 		return o
 	}
-	tests := []struct {
-		name string
-		args []string
-		want rfOptions
-	}{
+	tests := []parseTest[rfOptions]{
 		{"defaults: --timeout is 2h", base, defaults},
 		{"rf 1", []string{"--cluster", "local", "--topic", "orders", "--rf", "1"},
 			with(func(o *rfOptions) { o.factor = 1 })},
@@ -111,27 +108,12 @@ func TestParseRFFlags(t *testing.T) {
 		{"print", append(base, "--print", "--strategy", "api"),
 			with(func(o *rfOptions) { o.print, o.strategy = true, "api" })},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, _, _ := testEnv(nil)
-			got, err := parseRFFlags(tt.args, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("options:\n got %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
+	testParse(t, parseRFFlags, tests)
 }
 
 func TestRFUsageErrors(t *testing.T) {
 	base := []string{"replication-factor", "--cluster", "local", "--topic", "orders", "--rf", "3"}
-	tests := []struct {
-		name string
-		args []string
-		want []string
-	}{
+	tests := []usageErrorTest{
 		{"nothing given", []string{"replication-factor"},
 			[]string{"--cluster is required", "--topic is required", "--rf is required", "Run 'emitter replication-factor --help' for usage."}},
 		{"rf 0", []string{"replication-factor", "--cluster", "local", "--topic", "orders", "--rf", "0"}, []string{"--rf 0: must be at least 1"}},
@@ -161,33 +143,14 @@ func TestRFUsageErrors(t *testing.T) {
 			"--throttle", "0", "--timeout-op", "-1s", "-o", "yaml"},
 			[]string{`--cluster "a.b"`, "--topic is required", "--rf 0", "--strategy zk-nudge", "--throttle:", "--timeout-op -1s", `-o "yaml"`}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e, stdout, stderr := testEnv(nil)
-			if code := run(t.Context(), tt.args, e); code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(stderr.String(), w) {
-					t.Errorf("stderr lacks %q:\n%s", w, stderr)
-				}
-			}
-			if stdout.Len() != 0 {
-				t.Errorf("stdout not empty: %q", stdout)
-			}
-		})
-	}
+	testUsageErrors(t, tests)
 }
 
 // TestRFEventData checks the data of the event built for typical flag sets,
 // and that the workers' decoder accepts it and reads what was asked.
 func TestRFEventData(t *testing.T) {
 	base := []string{"--cluster", "local", "--topic", "orders", "--rf", "3"}
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
+	tests := []eventDataTest{
 		{"every partition", base,
 			`{"topic":"orders","replication_factor":3}`},
 		{"throttle and operation timeout", append(base, "--throttle", "10MiB", "--timeout-op", "30m"),
@@ -201,25 +164,8 @@ func TestRFEventData(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, _, _ := testEnv(nil)
-			o, err := parseRFFlags(tt.args, e)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ev, subject, body, err := buildRFEvent(o, fixedNow)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := string(compact(t, ev.Data)); got != tt.want {
-				t.Errorf("data:\n got %s\nwant %s", got, tt.want)
-			}
-			if want := "kafkamender.events." + o.cluster + ".replica-change-requested"; subject != want {
-				t.Errorf("subject %q, want %q", subject, want)
-			}
-			dec, err := events.Decode(subject, nil, body, events.DecodeOptions{Clusters: []string{o.cluster}})
-			if err != nil {
-				t.Fatalf("a worker would reject the event: %v", err)
-			}
+			o, b := buildFromArgs(t, tt.args, parseRFFlags, buildRFEvent)
+			dec := b.decode(t, o.cluster, "kafkamender.events."+o.cluster+".replica-change-requested", tt.want)
 			if dec.ID != o.id || dec.Type != events.TypeReplicaChangeRequested {
 				t.Errorf("decoded envelope: %+v", dec.Envelope)
 			}
@@ -234,10 +180,7 @@ func TestRFEventData(t *testing.T) {
 }
 
 func TestRFHelp(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		want []string
-	}{
+	testHelp(t, []helpTest{
 		{[]string{"--help"}, []string{
 			"emitter replication-factor --cluster CLUSTER --topic TOPIC --rf N [flags]",
 			"    replication-factor\n                      give the partitions of a topic N replicas each",
@@ -256,17 +199,7 @@ func TestRFHelp(t *testing.T) {
 			"-o FORMAT", "--wait", "--print", "--dry-run", "3  with --wait: no result within --timeout",
 		}},
 		{[]string{"help", "replication-factor"}, []string{"Usage: emitter replication-factor"}},
-	} {
-		e, stdout, stderr := testEnv(nil)
-		if code := run(t.Context(), tt.args, e); code != exitOK {
-			t.Errorf("%v: exit %d; stderr: %s", tt.args, code, stderr)
-		}
-		for _, w := range tt.want {
-			if !strings.Contains(stdout.String(), w) {
-				t.Errorf("%v: help lacks %q:\n%s", tt.args, w, stdout)
-			}
-		}
-	}
+	}, nil)
 
 	// The other event commands keep their own default --timeout.
 	e, stdout, _ := testEnv(nil)
@@ -277,16 +210,8 @@ func TestRFHelp(t *testing.T) {
 }
 
 func TestRFPrint(t *testing.T) {
-	e, stdout, stderr := testEnv(nil)
-	code := run(t.Context(), []string{"replication-factor", "--print", "--cluster", "local", "--topic", "orders",
-		"--rf", "3", "--throttle", "10MiB", "--timeout-op", "30m", "--nats-url", "nats://127.0.0.1:1"}, e)
-	if code != exitOK {
-		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
-	}
-	var ev events.Envelope
-	if err := json.Unmarshal(stdout.Bytes(), &ev); err != nil {
-		t.Fatalf("stdout is not an event: %v\n%s", err, stdout)
-	}
+	ev, _ := printEvent(t, []string{"replication-factor", "--print", "--cluster", "local", "--topic", "orders",
+		"--rf", "3", "--throttle", "10MiB", "--timeout-op", "30m", "--nats-url", "nats://127.0.0.1:1"})
 	if got, want := string(compact(t, ev.Data)), `{"topic":"orders","replication_factor":3,"throttle_bytes_per_sec":10485760,"timeout":"30m0s"}`; got != want {
 		t.Errorf("data %s, want %s", got, want)
 	}

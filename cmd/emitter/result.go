@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,15 +29,8 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 	fs.StringVar(&o.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printResultUsage(e.stdout, fs)
-			return o, err
-		}
-		return o, usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return o, usageErrorf("unexpected arguments %q", fs.Args())
+	if err := parseCommandLine(fs, args, e, printResultUsage); err != nil {
+		return o, err
 	}
 	var errs []error
 	switch {
@@ -47,9 +39,7 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 	case !events.ValidToken(o.id):
 		errs = append(errs, fmt.Errorf("--id %q: not a valid event id (want letters, digits, '-' or '_')", o.id))
 	}
-	if o.output != outputTable && o.output != outputJSON {
-		errs = append(errs, fmt.Errorf("-o %q: unknown output format (want table or json)", o.output))
-	}
+	errs = append(errs, checkOutputFlag(o.output)...)
 	if o.timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
@@ -80,13 +70,8 @@ Flags:
 func runResult(ctx context.Context, args []string, e env) int {
 	const name = "emitter result"
 	o, err := parseResultFlags(args, e)
-	switch {
-	case errors.Is(err, flag.ErrHelp):
-		return exitOK
-	case err != nil:
-		fmt.Fprintf(e.stderr, "%s: %s\nRun '%s --help' for usage.\n", name,
-			strings.ReplaceAll(err.Error(), "\n", "\n  "), name)
-		return exitUsage
+	if code, done := parseExit(e, name, err); done {
+		return code
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
