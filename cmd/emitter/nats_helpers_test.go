@@ -152,10 +152,20 @@ func startFakeWorker(t *testing.T, nc *nats.Conn, js jetstream.JetStream, subjec
 	return fw
 }
 
-func (fw *fakeWorker) deliveries(id string) int {
-	fw.mu.Lock()
-	defer fw.mu.Unlock()
-	return fw.received[id]
+// deliveries returns how many publishes of id the fake worker saw, once it has seen want
+// of them or a second has passed: the emitter may return before the fake worker's
+// subscription has handled the last publish.
+func (fw *fakeWorker) deliveries(id string, want int) int {
+	deadline := time.Now().Add(time.Second)
+	for {
+		fw.mu.Lock()
+		n := fw.received[id]
+		fw.mu.Unlock()
+		if n >= want || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func (fw *fakeWorker) handle(m *nats.Msg) {

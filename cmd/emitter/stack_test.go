@@ -76,7 +76,7 @@ func TestStackPreferredLeaderWait(t *testing.T) {
 	if res.ID != id || res.Status != events.StatusSucceeded || res.Cluster != cluster || len(res.Changes) != 2 {
 		t.Errorf("second run: result %+v", res)
 	}
-	if n := fw.deliveries(id); n != 2 {
+	if n := fw.deliveries(id, 2); n != 2 {
 		t.Errorf("fake worker saw %d publishes, want 2", n)
 	}
 

@@ -71,7 +71,7 @@ func TestWaitForResult(t *testing.T) {
 	if got := stdout.String(); got != string(stored)+"\n" {
 		t.Errorf("second run: stdout is not the stored result on one line:\n got %q\nwant %q", got, stored)
 	}
-	if n := fw.deliveries("ev-1"); n != 2 {
+	if n := fw.deliveries("ev-1", 2); n != 2 {
 		t.Errorf("fake worker saw %d publishes of ev-1, want 2 (it answers once)", n)
 	}
 
