@@ -40,7 +40,6 @@ func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]in
 		return err
 	}
 	var busy []string
-	req := kadm.AlterPartitionAssignmentsReq{}
 	for _, tp := range sortedKeys(orders) {
 		p, ok := snap.Partition(tp)
 		if !ok {
@@ -52,28 +51,13 @@ func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]in
 		if p.Reassigning() {
 			busy = append(busy, fmt.Sprintf("%s (adding %v, removing %v)", tp, p.Adding, p.Removing))
 		}
-		req.Assign(tp.Topic, tp.Partition, orders[tp])
 	}
 	if len(busy) > 0 {
 		return fmt.Errorf("reorder: %w: %s", ErrReassignmentInProgress, strings.Join(busy, ", "))
 	}
-	resp, err := b.adm.AlterPartitionAssignments(ctx, req)
-	if err != nil {
-		return fmt.Errorf("alter partition reassignments: %w", err)
-	}
-	var errs []error
-	resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
-		if r.Err == nil {
-			return
-		}
-		e := fmt.Errorf("reorder %s-%d: %w", r.Topic, r.Partition, errWithMessage(r.Err, &r.ErrMessage))
-		if errors.Is(r.Err, kerr.ReassignmentInProgress) {
-			e = fmt.Errorf("reorder %s-%d: %w: %w", r.Topic, r.Partition, ErrReassignmentInProgress, r.Err)
-		}
-		errs = append(errs, e)
-	})
-	if err := errors.Join(errs...); err != nil {
-		return err
+	// The same replica sets in a new order: the reassignments complete at once.
+	if err := SubmitReassignment(ctx, b.cl, orders); err != nil {
+		return fmt.Errorf("reorder: %w", err)
 	}
 	return WaitForOrders(ctx, b.cl, orders)
 }
