@@ -124,20 +124,9 @@ func TestPreferredLeader(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := cloneSnap(tc.snap)
-			got, err := PreferredLeader(tc.snap, tc.req)
-			if !snapEqual(before, tc.snap) {
-				t.Fatal("planning modified the snapshot")
-			}
-			if tc.rejectMatch != "" {
-				var re *RejectError
-				if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.rejectMatch) {
-					t.Fatalf("err = %v, want a rejection containing %q", err, tc.rejectMatch)
-				}
+			got, ok := checkPlan(t, tc.snap, tc.rejectMatch, func() (Plan, error) { return PreferredLeader(tc.snap, tc.req) })
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !slices.EqualFunc(got.Changes, tc.changes, changeEqual) {
 				t.Errorf("changes = %+v, want %+v", got.Changes, tc.changes)
@@ -184,24 +173,5 @@ func changeEqual(a, b Change) bool {
 		slices.Equal(a.ReplicasAfter, b.ReplicasAfter) && a.LeaderBefore == b.LeaderBefore && a.LeaderAfter == b.LeaderAfter
 }
 
-func cloneSnap(s *kafka.Snapshot) map[kafka.TopicPartition][]int32 {
-	out := map[kafka.TopicPartition][]int32{}
-	for _, ps := range s.Topics {
-		for _, p := range ps {
-			out[p.TopicPartition] = slices.Clone(p.Replicas)
-		}
-	}
-	return out
-}
-
-func snapEqual(before map[kafka.TopicPartition][]int32, s *kafka.Snapshot) bool {
-	after := cloneSnap(s)
-	for k, v := range before {
-		if !slices.Equal(v, after[k]) {
-			return false
-		}
-	}
-	return len(before) == len(after)
-}
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

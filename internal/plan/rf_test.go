@@ -312,20 +312,9 @@ func TestReplicationFactor(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := copySnapshot(tc.snap)
-			got, err := ReplicationFactor(tc.snap, tc.req)
-			if !reflect.DeepEqual(before, tc.snap) {
-				t.Fatal("planning modified the snapshot")
-			}
-			if tc.reject != "" {
-				var re *RejectError
-				if !errors.As(err, &re) || !strings.Contains(err.Error(), tc.reject) {
-					t.Fatalf("err = %v, want a rejection containing %q", err, tc.reject)
-				}
+			got, ok := checkPlan(t, tc.snap, tc.reject, func() (Plan, error) { return ReplicationFactor(tc.snap, tc.req) })
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if !slices.EqualFunc(got.Changes, tc.changes, changeEqual) {
 				t.Errorf("changes =\n%s\nwant\n%s", fmtChanges(got.Changes), fmtChanges(tc.changes))
