@@ -173,5 +173,4 @@ func changeEqual(a, b Change) bool {
 		slices.Equal(a.ReplicasAfter, b.ReplicasAfter) && a.LeaderBefore == b.LeaderBefore && a.LeaderAfter == b.LeaderAfter
 }
 
-
 func itoa(p int32) string { return strconv.Itoa(int(p)) }

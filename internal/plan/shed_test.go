@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -54,12 +55,10 @@ func reassigning(p kafka.Partition, adding ...int32) kafka.Partition {
 
 // copySnapshot is a deep copy, to check that planning does not modify its input.
 func copySnapshot(s *kafka.Snapshot) *kafka.Snapshot {
-	c := &kafka.Snapshot{Controller: s.Controller, Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
-	for k, v := range s.Brokers {
-		c.Brokers[k] = v
-	}
-	for k, v := range s.Missing {
-		c.Missing[k] = v
+	// maps.Clone keeps a nil map nil, so an unmodified snapshot compares equal.
+	c := &kafka.Snapshot{Controller: s.Controller, Brokers: maps.Clone(s.Brokers), Missing: maps.Clone(s.Missing)}
+	if s.Topics != nil {
+		c.Topics = map[string][]kafka.Partition{}
 	}
 	for name, ps := range s.Topics {
 		cps := make([]kafka.Partition, len(ps))
