@@ -91,6 +91,25 @@ func lock(ctx context.Context, c *Cluster, job *pipeline.Job, res *events.Result
 	return context.WithValue(lctx, heldKey{}, held), release, false, nil
 }
 
+// begin answers a dry run with the plan (no lock), or takes the cluster lock (see lock).
+// done means res is complete (a dry run, or the replay of an earlier result) or err is
+// set; otherwise the caller works under the returned context and defers release.
+func begin(ctx context.Context, c *Cluster, job *pipeline.Job, res *events.Result, dry bool, planOnce planFunc, log *zap.Logger) (_ context.Context, release func(), done bool, _ error) {
+	if dry {
+		_, err := dryRun(ctx, res, planOnce)
+		return nil, nil, true, err
+	}
+	lctx, release, replayed, err := lock(ctx, c, job, res, log)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	if replayed {
+		release()
+		return nil, nil, true, nil
+	}
+	return lctx, release, false, nil
+}
+
 type heldKey struct{}
 
 func heldFrom(ctx context.Context) *locks.Held {

@@ -178,18 +178,11 @@ func (h *BrokerOverloaded) Handle(ctx context.Context, job *pipeline.Job) (*even
 		return snap, p, err
 	}
 
-	if req.DryRun {
-		return dryRun(ctx, res, planOnce)
-	}
-
-	lctx, release, replayed, err := lock(ctx, c, job, res, log)
-	if err != nil {
+	lctx, release, done, err := begin(ctx, c, job, res, req.DryRun, planOnce, log)
+	if done {
 		return res, err
 	}
 	defer release()
-	if replayed {
-		return res, nil
-	}
 	ctx = lctx
 
 	// Alert storms: the same broker shed within the cool-down is a noop naming the event.

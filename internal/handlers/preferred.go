@@ -95,18 +95,11 @@ func (h *ReplicaChange) Handle(ctx context.Context, job *pipeline.Job) (*events.
 		p, err := plan.PreferredLeader(snap, preq)
 		return snap, p, err
 	}
-	if req.DryRun {
-		return dryRun(ctx, res, planOnce)
-	}
-
-	lctx, release, replayed, err := lock(ctx, c, job, res, log)
-	if err != nil {
+	lctx, release, done, err := begin(ctx, c, job, res, req.DryRun, planOnce, log)
+	if done {
 		return res, err
 	}
 	defer release()
-	if replayed {
-		return res, nil
-	}
 	ctx = lctx
 
 	snap, p, err := planUntilUnblocked(ctx, h.BlockedWait, planOnce, log)

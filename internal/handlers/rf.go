@@ -92,18 +92,11 @@ func (h *ReplicaChange) replicationFactor(ctx context.Context, job *pipeline.Job
 		p, err := plan.ReplicationFactor(snap, rfReq)
 		return snap, p, err
 	}
-	if req.DryRun {
-		return dryRun(ctx, res, planOnce)
-	}
-
-	lctx, release, replayed, err := lock(ctx, c, job, res, log)
-	if err != nil {
+	lctx, release, finished, err := begin(ctx, c, job, res, req.DryRun, planOnce, log)
+	if finished {
 		return res, err
 	}
 	defer release()
-	if replayed {
-		return res, nil
-	}
 	timeout := o.Timeout
 	if req.Timeout.Duration > 0 {
 		timeout = req.Timeout.Duration
