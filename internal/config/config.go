@@ -42,6 +42,9 @@ type ReplicationFactor struct {
 	ForeignWait time.Duration `yaml:"foreign_wait"`
 	// AllowInternal lets the factor of internal topics (__consumer_offsets, …) change.
 	AllowInternal bool `yaml:"allow_internal_topics"`
+	// ThrottleSettle is the wait between setting throttles and starting the copy: brokers
+	// put throttle configs in force a moment after they show them. Default 2s.
+	ThrottleSettle time.Duration `yaml:"throttle_settle"`
 }
 
 // BrokerOverloaded tunes the handling of broker-overloaded events.
@@ -89,6 +92,14 @@ type NATS struct {
 	// then gets a "rejected" result. A fleet that serves some clusters only lists
 	// kafkamender.events.<cluster>.> for each; fleets on one stream must not overlap.
 	Subjects []string `yaml:"subjects"`
+	// AckWait is how long JetStream waits for a worker's sign of life on an event before
+	// giving it to another worker: the delay before a crashed worker's event is taken
+	// over. Workers in progress renew it every third of it. Default 30s.
+	AckWait time.Duration `yaml:"ack_wait"`
+	// MaxAttempts bounds the deliveries of an event that keeps failing transiently (or
+	// whose worker keeps dying): after it the event gets a failed result and a copy on
+	// kafkamender.dead.<cluster>. Default 10.
+	MaxAttempts int `yaml:"max_attempts"`
 }
 
 // Lock configures the ZooKeeper that holds kafkamender's per-cluster locks.
@@ -158,6 +169,8 @@ const (
 	DefaultLockRoot           = "/kafkamender/locks"
 	DefaultNATSConsumer       = "kafkamender-workers"
 	DefaultNATSSubjects       = "kafkamender.events.>"
+	DefaultNATSAckWait        = 30 * time.Second
+	DefaultNATSMaxAttempts    = 10
 	DefaultLockSessionTimeout = 10 * time.Second
 	DefaultLockAcquireTimeout = 5 * time.Minute
 )
@@ -222,6 +235,12 @@ func (c *Config) setDefaults() {
 	}
 	if len(c.NATS.Subjects) == 0 {
 		c.NATS.Subjects = []string{DefaultNATSSubjects}
+	}
+	if c.NATS.AckWait == 0 {
+		c.NATS.AckWait = DefaultNATSAckWait
+	}
+	if c.NATS.MaxAttempts == 0 {
+		c.NATS.MaxAttempts = DefaultNATSMaxAttempts
 	}
 	if c.Lock.Root == "" {
 		c.Lock.Root = DefaultLockRoot
@@ -294,6 +313,9 @@ func (c *Config) Validate() error {
 	if c.ReplicationFactor.ForeignWait < 0 {
 		p.add("replication_factor.foreign_wait", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.ForeignWait))
 	}
+	if c.ReplicationFactor.ThrottleSettle < 0 {
+		p.add("replication_factor.throttle_settle", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.ThrottleSettle))
+	}
 	if c.BrokerOverloaded.CoolDown < 0 {
 		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))
 	}
@@ -302,6 +324,12 @@ func (c *Config) Validate() error {
 	}
 	if !validConsumerName(c.NATS.Consumer) {
 		p.add("nats.consumer", fmt.Errorf("%q: want letters, digits, '-' or '_'", c.NATS.Consumer))
+	}
+	if c.NATS.AckWait < time.Second {
+		p.add("nats.ack_wait", fmt.Errorf("%s: must be at least 1s", c.NATS.AckWait))
+	}
+	if c.NATS.MaxAttempts < 1 {
+		p.add("nats.max_attempts", fmt.Errorf("%d: must be at least 1", c.NATS.MaxAttempts))
 	}
 	for i, subj := range c.NATS.Subjects {
 		if !strings.HasPrefix(subj, "kafkamender.events.") || strings.ContainsAny(subj, " \t") {

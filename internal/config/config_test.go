@@ -19,7 +19,7 @@ func TestLoadValidExample(t *testing.T) {
 		Worker:           Worker{ID: "worker-1"},
 		Log:              Log{Level: "debug", Format: "console"},
 		HTTP:             HTTP{Listen: "127.0.0.1:8080"},
-		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}},
+		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
 		Lock: Lock{
 			ZooKeeper:      "127.0.0.1:2181",
@@ -317,6 +317,11 @@ clusters:
 			name: "negative timeouts",
 			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n  session_timeout: -1s\n  acquire_timeout: -5m\n" + oneCluster,
 			want: []string{"lock.session_timeout: must be positive, got -1s", "lock.acquire_timeout: must be positive, got -5m0s"},
+		},
+		{
+			name: "delivery bounds",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\n  ack_wait: 100ms\n  max_attempts: -1\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{"nats.ack_wait: 100ms: must be at least 1s", "nats.max_attempts: -1: must be at least 1"},
 		},
 		{
 			name: "no clusters",

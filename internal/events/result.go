@@ -1,6 +1,7 @@
 package events
 
 import (
+	"strings"
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
@@ -65,4 +66,18 @@ type Result struct {
 	// Replayed is set when this is an earlier result published again because the same
 	// event id arrived again (it did not run twice).
 	Replayed bool `json:"replayed,omitempty"`
+	// ThrottlesKept lists throttle configs the operation had set that someone else changed
+	// while it ran: left with their value, not restored.
+	ThrottlesKept []kafka.KeptThrottle `json:"throttles_kept,omitempty"`
+}
+
+// AddNote appends a sentence to Note.
+func (r *Result) AddNote(s string) {
+	if s == "" || strings.Contains(r.Note, s) {
+		return
+	}
+	if r.Note != "" {
+		r.Note += " "
+	}
+	r.Note += s
 }

@@ -46,10 +46,17 @@ func TestLockBusyIsRetriedLater(t *testing.T) {
 	testenv.CreateTopic(t, env.Kafka(t, "local"), topic, [][]int32{{1, 2}}, nil)
 	release := holdLock(t, f)
 	ch := f.publish(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2}))
+	// The worker tried, found the lock busy, and the event came again: twice delivered.
+	testenv.Eventually(t, time.Minute, func() error {
+		if n := f.consumerState().Delivered.Consumer; n < 2 {
+			return fmt.Errorf("delivered %d times", n)
+		}
+		return nil
+	})
 	select {
 	case r := <-ch:
 		t.Fatalf("a result while the lock is held elsewhere: %+v", r)
-	case <-time.After(4 * time.Second):
+	default:
 	}
 	release()
 	res := wait(t, ch, time.Minute)
@@ -68,7 +75,13 @@ func TestKilledWorkerLosesNoEvent(t *testing.T) {
 	testenv.CreateTopic(t, env.Kafka(t, "local"), topic, [][]int32{{1, 2, 3}}, nil)
 	release := holdLock(t, f)
 	ch := f.publish(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 3}))
-	time.Sleep(time.Second) // worker-a takes the event and waits for the lock
+	// worker-a takes the event and waits for the lock.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := f.consumerState().NumAckPending; n != 1 {
+			return fmt.Errorf("%d events in a worker's hands", n)
+		}
+		return nil
+	})
 	kill()
 	f.start("worker-b")
 	release()
@@ -95,7 +108,13 @@ func TestNATSRestartLosesNoEvent(t *testing.T) {
 	testenv.CreateTopic(t, env.Kafka(t, "kraft"), topic, [][]int32{{1, 2, 3}}, nil)
 	release := holdLock(t, f)
 	ch := f.publish(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2}))
-	time.Sleep(2 * time.Second)
+	// The worker took the event (and waits for the lock, or was told it is busy).
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if n := f.consumerState().Delivered.Consumer; n < 1 {
+			return fmt.Errorf("not delivered yet")
+		}
+		return nil
+	})
 	env.RestartNATS(t)
 	release()
 	res := wait(t, ch, 2*time.Minute)
@@ -132,6 +151,7 @@ func TestPreferredLeaderWaitsForReassignment(t *testing.T) {
 // crawl on both sides. Everything is undone when the test ends.
 func slowReassignment(t *testing.T, env *testenv.Env) string {
 	t.Helper()
+	env.LockBrokerThrottles(t)
 	cl := env.Kafka(t, "kraft", kgo.ProducerBatchMaxBytes(1<<20))
 	adm := kadm.NewClient(cl)
 	topic := testenv.Name(t, "slow")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
+	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
@@ -63,6 +64,10 @@ type fleet struct {
 	nc       *nats.Conn
 	lockWait time.Duration
 	strategy kafka.Strategy
+	// hook, when set, is every worker's handlers.Config.Hook; configure, when set, may
+	// change the handlers' config of each worker started.
+	hook      func(step string)
+	configure func(*handlers.Config)
 }
 
 func token(prefix string) string {
@@ -90,22 +95,75 @@ func (f *fleet) start(worker string) { f.startKillable(worker) }
 // a kill function: it drops the worker's connection and stops it at once, as a crash
 // would: no acknowledgement, negative or not, leaves the worker.
 func (f *fleet) startKillable(worker string) (kill func()) {
+	f.t.Helper()
+	return f.startWith(worker, workerOpts{}).kill
+}
+
+// writeLog records the times of the write requests (API keys in writeKeys) a client sends.
+type writeLog struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+// writeKeys are the requests that change a cluster: AlterConfigs, ElectLeaders,
+// IncrementalAlterConfigs, AlterPartitionReassignments, AlterReplicaLogDirs.
+var writeKeys = map[int16]bool{33: true, 43: true, 44: true, 45: true, 34: true}
+
+func (w *writeLog) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if !writeKeys[key] {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.times = append(w.times, time.Now())
+}
+
+// last is the time of the last write sent (zero: none).
+func (w *writeLog) last() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.times) == 0 {
+		return time.Time{}
+	}
+	return w.times[len(w.times)-1]
+}
+
+// workerOpts changes one worker of a fleet.
+type workerOpts struct {
+	zk       string        // ZooKeeper address of its session (default: the stack's)
+	lockWait time.Duration // default: the fleet's
+}
+
+// fleetWorker is a running worker of a fleet.
+type fleetWorker struct {
+	kill   func()
+	sess   *locks.Session
+	writes *writeLog
+}
+
+func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	t := f.t
 	t.Helper()
+	if o.zk == "" {
+		o.zk = stack.ZooKeeperAddr
+	}
+	if o.lockWait == 0 {
+		o.lockWait = f.lockWait
+	}
+	writes := &writeLog{}
 	nc := f.env.NATS(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := f.env.Cluster(t, f.real)
-	cl := f.env.Kafka(t, f.real, kgo.WithHooks(f.requests))
-	servers := []string{stack.ZooKeeperAddr}
-	sess, err := locks.Connect(locks.SessionConfig{Servers: servers, Timeout: 5 * time.Second})
+	cl := f.env.Kafka(t, f.real, kgo.WithHooks(f.requests, writes))
+	sess, err := locks.Connect(locks.SessionConfig{Servers: []string{o.zk}, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sess.Close)
-	lk, err := locks.New(sess, locks.Config{Root: "/kafkamender-test/locks", Worker: worker, Wait: f.lockWait})
+	lk, err := locks.New(sess, locks.Config{Root: "/kafkamender-test/locks", Worker: worker, Wait: o.lockWait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,10 +172,20 @@ func (f *fleet) startKillable(worker string) (kill func()) {
 		hc.ZK, hc.Chroot = sess, stack.KafkaChroot
 	}
 	log := zaptest.NewLogger(t).Named(worker)
+	cfg := handlers.Config{
+		Clusters: map[string]*handlers.Cluster{f.alias: hc}, Journal: journal.New(js), JS: js, Logger: log, BlockedWait: 5 * time.Second,
+		RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second}, Hook: f.hook,
+	}
+	if f.configure != nil {
+		f.configure(&cfg)
+	}
+	h, err := handlers.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: map[string]*handlers.Cluster{f.alias: hc}, Logger: log, BlockedWait: 5 * time.Second,
-			RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second}},
-		events.TypeBrokerOverloaded: &handlers.BrokerOverloaded{Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log},
+		events.TypeReplicaChangeRequested: h,
+		events.TypeBrokerOverloaded:       h,
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
@@ -140,11 +208,11 @@ func (f *fleet) startKillable(worker string) (kill func()) {
 		}
 	})
 	testenv.Eventually(t, 30*time.Second, pl.Ready)
-	return func() {
+	return &fleetWorker{sess: sess, writes: writes, kill: func() {
 		nc.Close()
 		cancel()
 		<-done
-	}
+	}}
 }
 
 // event is an envelope for the fleet's alias, ready to publish.
@@ -213,3 +281,52 @@ func (f *fleet) run(env *events.Envelope) *events.Result {
 }
 
 func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// noLeftovers checks that nothing of the fleet's is left on the cluster (testenv.CheckNoLeftovers).
+func (f *fleet) noLeftovers(topics []string, topicThrottles map[string]string, rate string) {
+	f.t.Helper()
+	f.env.CheckNoLeftovers(f.t, f.js, f.env.Kafka(f.t, f.real), testenv.Leftovers{Cluster: f.real, Alias: f.alias, Topics: topics,
+		TopicThrottles: topicThrottles, Rate: rate, LockRoot: "/kafkamender-test/locks"})
+}
+
+// stored returns the one result stored for event id (it fails when there is none or more).
+func (f *fleet) stored(id string) *events.Result {
+	t := f.t
+	t.Helper()
+	s, err := f.js.Stream(t.Context(), events.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := events.ResultSubject(id)
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[subj]; n != 1 {
+		t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
+	}
+	msg, err := s.GetLastMsgForSubject(t.Context(), subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res events.Result
+	if err := json.Unmarshal(msg.Data, &res); err != nil {
+		t.Fatal(err)
+	}
+	return &res
+}
+
+// consumerState is the fleet consumer's delivery state.
+func (f *fleet) consumerState() *jetstream.ConsumerInfo {
+	t := f.t
+	t.Helper()
+	c, err := f.js.Consumer(t.Context(), events.EventsStream, f.alias)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}

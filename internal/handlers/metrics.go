@@ -8,6 +8,7 @@ import (
 
 // Metrics are the handlers' Prometheus metrics. A nil *Metrics records nothing.
 type Metrics struct {
+	takeovers    prometheus.Counter
 	leadersMoved *prometheus.CounterVec
 	skipped      *prometheus.CounterVec
 	duration     *prometheus.HistogramVec
@@ -16,6 +17,10 @@ type Metrics struct {
 // NewMetrics registers the handlers' metrics on reg.
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kafkamender_takeovers_total",
+			Help: "Operations of other events, left in the journal by a worker that is gone, that this worker finished.",
+		}),
 		leadersMoved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kafkamender_leaders_moved_total",
 			Help: "Partitions whose leader a handler moved (verified), by cluster and event type.",
@@ -30,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}, []string{"type", "status"}),
 	}
-	for _, c := range []prometheus.Collector{m.leadersMoved, m.skipped, m.duration} {
+	for _, c := range []prometheus.Collector{m.takeovers, m.leadersMoved, m.skipped, m.duration} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -61,5 +66,12 @@ func (m *Metrics) observe(res *events.Result) {
 	}
 	if !res.StartedAt.IsZero() && !res.FinishedAt.IsZero() {
 		m.duration.WithLabelValues(res.Type, string(res.Status)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
+	}
+}
+
+// takeover counts an operation finished for a worker that is gone.
+func (m *Metrics) takeover() {
+	if m != nil {
+		m.takeovers.Inc()
 	}
 }

@@ -2,11 +2,12 @@ package handlers_test
 
 import (
 	"fmt"
-	"github.com/nats-io/nats.go/jetstream"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"

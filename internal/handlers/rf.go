@@ -15,10 +15,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
-	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // RFOptions tunes replication-factor changes.
@@ -26,7 +26,8 @@ type RFOptions struct {
 	// Throttle is the default replication throttle (bytes/s) when the event sets none;
 	// 0: no throttle.
 	Throttle int64
-	// Timeout is the default bound of the whole change when the event sets none. Default 1h.
+	// Timeout is the default bound of the whole change, across attempts, when the event
+	// sets none. Default 1h.
 	Timeout time.Duration
 	// MaxMovesPerBroker caps the partitions copying to one broker at a time. Default 4.
 	MaxMovesPerBroker int
@@ -37,6 +38,12 @@ type RFOptions struct {
 	AllowInternal bool
 	// Poll is the interval of progress checks. Default 2s.
 	Poll time.Duration
+	// ThrottleSettle is how long to wait after setting throttles before the first copy
+	// starts. Brokers apply throttle configs asynchronously (ZooKeeper change
+	// notifications, KRaft metadata publication), some time after DescribeConfigs shows
+	// them; a copy started at once runs unthrottled until then, and a small partition
+	// copies whole before the throttle bites. Default 2s; negative: no wait.
+	ThrottleSettle time.Duration
 }
 
 func (o *RFOptions) defaults() {
@@ -52,6 +59,9 @@ func (o *RFOptions) defaults() {
 	if o.Poll == 0 {
 		o.Poll = 2 * time.Second
 	}
+	if o.ThrottleSettle == 0 {
+		o.ThrottleSettle = 2 * time.Second
+	}
 }
 
 // Progress is published on kafkamender.progress.<id> while replicas copy.
@@ -65,139 +75,364 @@ type Progress struct {
 	BytesExpected   int64  `json:"bytes_expected"`
 }
 
-// replicationFactor raises or lowers the topic's replication factor: append (only the new
-// replicas copy data, leadership stays) or trim (out-of-sync first, never the leader),
-// throttled, in batches, with progress, a timeout that cancels what is still running, and
-// the throttles that were there before put back on every way out.
-func (h *ReplicaChange) replicationFactor(ctx context.Context, job *pipeline.Job, c *Cluster, req *events.ReplicaChange,
-	res *events.Result, caps kafka.Capabilities, strategy kafka.Strategy, log *zap.Logger) (*events.Result, error) {
-	o := h.RF
-	o.defaults()
+// rfTask raises or lowers a topic's replication factor: append (only the new replicas copy
+// data, leadership stays) or trim (out-of-sync first, never the leader), throttled, in
+// batches, with progress and a timeout across attempts. The throttles it sets are put back
+// by compare-and-restore when the copy is over; a graceful shutdown leaves the copy running
+// for the next holder.
+type rfTask struct {
+	h        *Handlers
+	c        *Cluster
+	strategy kafka.Strategy
+	req      plan.RFRequest
+	timeout  time.Duration
+	rate     int64
+	job      *pipeline.Job
+	log      *zap.Logger
+}
+
+func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (task, error) {
+	o := h.cfg.RF
+	strategy, _, err := strategyFor(ctx, c, req.Strategy)
+	if err != nil {
+		return nil, err
+	}
+	res.Strategy = string(strategy)
 	if strategy == kafka.StrategyZKNudge {
-		return asResult(res, reject("strategy zk-nudge never changes a replica set (the controller would not start or stop replicas): use api or zk-reassign"))
+		return nil, reject("strategy zk-nudge never changes a replica set (the controller would not start or stop replicas): use api or zk-reassign")
 	}
 	if *req.ReplicationFactor < 1 {
-		return asResult(res, reject("replication_factor %d: must be at least 1", *req.ReplicationFactor))
+		return nil, reject("replication_factor %d: must be at least 1", *req.ReplicationFactor)
 	}
 	minISR, err := minInsyncReplicas(ctx, c, req.Topic)
 	if err != nil {
-		return asResult(res, err)
+		return nil, err
 	}
-	rfReq := plan.RFRequest{Topic: req.Topic, Partitions: req.Partitions, Factor: *req.ReplicationFactor, MinISR: minISR, AllowInternal: o.AllowInternal}
-	planOnce := func(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
-		snap, err := kafka.ReadSnapshot(ctx, c.Client) // every topic: balance is cluster-wide
-		if err != nil {
-			return nil, plan.Plan{}, retry.Transient(err)
-		}
-		p, err := plan.ReplicationFactor(snap, rfReq)
-		return snap, p, err
-	}
-	lctx, release, finished, err := begin(ctx, c, job, res, req.DryRun, planOnce, log)
-	if finished {
-		return res, err
-	}
-	defer release()
-	timeout := o.Timeout
+	t := &rfTask{h: h, c: c, strategy: strategy, job: job, log: log, timeout: o.Timeout, rate: o.Throttle,
+		req: plan.RFRequest{Topic: req.Topic, Partitions: req.Partitions, Factor: *req.ReplicationFactor, MinISR: minISR, AllowInternal: o.AllowInternal}}
 	if req.Timeout.Duration > 0 {
-		timeout = req.Timeout.Duration
+		t.timeout = req.Timeout.Duration
 	}
-	ctx, cancel := context.WithTimeout(lctx, timeout)
+	if req.ThrottleBytesPerSec > 0 {
+		t.rate = req.ThrottleBytesPerSec
+	}
+	return t, nil
+}
+
+func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
+	snap, err := kafka.ReadSnapshot(ctx, t.c.Client) // every topic: balance is cluster-wide
+	if err != nil {
+		return nil, plan.Plan{}, transient(err)
+	}
+	p, err := plan.ReplicationFactor(snap, t.req)
+	return snap, p, err
+}
+
+func (t *rfTask) start(ctx context.Context, x *exec) error {
+	if err := waitForeign(ctx, t.c, t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
+		return err
+	}
+	snap, p, err := planUntilUnblocked(ctx, 0, t.plan, t.log)
+	if err != nil {
+		return err
+	}
+	x.res.Noop = p.Noop
+	x.res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
+	if len(p.Changes) == 0 {
+		settle(x.res, 0)
+		return nil
+	}
+	e := journal.Entry{Changes: p.Changes, Skipped: x.res.Skipped, Noop: p.Noop, Deadline: time.Now().Add(t.timeout).UTC()}
+	if err := x.begin(ctx, e); err != nil {
+		return err
+	}
+	return t.resume(ctx, x)
+}
+
+// timeoutError ends an operation that outlived its timeout (across attempts). Permanent.
+type timeoutError struct{ d time.Duration }
+
+func (e *timeoutError) Error() string { return fmt.Sprintf("timeout after %s", e.d) }
+
+// rfState is where each planned partition stands, from a fresh read.
+type rfState struct {
+	done    []plan.Change // at the target replicas
+	running []plan.Change // our reassignment to the target is in progress
+	waiting []plan.Change // still at the replicas before: to submit
+	skips   []plan.Skip   // changed by someone else since the plan
+}
+
+func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running), s.waiting...) }
+
+func classify(snap *kafka.Snapshot, e *journal.Entry) rfState {
+	var s rfState
+	for _, ch := range e.Changes {
+		p, ok := snap.Partition(ch.TopicPartition)
+		switch {
+		case !ok:
+			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: "the partition no longer exists"})
+		case p.Reassigning() && e.Submitted(ch.TopicPartition) && sameSet(minus(p.Replicas, p.Removing), ch.ReplicasAfter):
+			s.running = append(s.running, ch)
+		case p.Reassigning():
+			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
+				"under a reassignment started by someone else (adding %v, removing %v)", p.Adding, p.Removing)})
+		case slices.Equal(p.Replicas, ch.ReplicasAfter):
+			s.done = append(s.done, ch)
+		case slices.Equal(p.Replicas, ch.ReplicasBefore):
+			s.waiting = append(s.waiting, ch)
+		default:
+			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: fmt.Sprintf(
+				"changed by someone else since the plan: replicas %v (planned %v from %v)", p.Replicas, ch.ReplicasAfter, ch.ReplicasBefore)})
+		}
+	}
+	return s
+}
+
+func sameSet(a, b []int32) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// resume carries the journaled change out from wherever it stands: it adopts our
+// reassignments still running, submits the rest batch by batch, restores the throttles and
+// verifies. When its context ends it returns at once, writing nothing: the caller decides
+// (timeout: roll back; shutdown or lost lock: leave it for the next holder).
+func (t *rfTask) resume(ctx context.Context, x *exec) error {
+	e := &x.op.Entry
+	res := x.res
+	res.Noop, res.Skipped = e.Noop, slices.Clone(e.Skipped)
+	ctx, cancel := context.WithDeadlineCause(ctx, e.Deadline, &timeoutError{t.timeout})
 	defer cancel()
 
-	if err := waitForeign(ctx, c, o.ForeignWait, log); err != nil {
-		return res, err
-	}
-	snap, p, err := planUntilUnblocked(ctx, 0, planOnce, log)
+	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
 	if err != nil {
-		return asResult(res, err)
+		return stopped(ctx, transient(err))
 	}
-	res.Noop = p.Noop
-	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
-	if len(p.Changes) == 0 {
-		return finish(res, 0), nil
+	st := classify(snap, e)
+	res.Skipped = append(res.Skipped, st.skips...)
+	pending := st.pending()
+	if len(st.running) > 0 {
+		t.log.Info("adopting reassignments of an earlier attempt", zap.Strings("partitions", tpsOf(st.running)))
 	}
+	if err := t.throttle(ctx, x, pending); err != nil {
+		return stopped(ctx, err)
+	}
+	batches := batchMoves(pending, t.h.cfg.RF.MaxMovesPerBroker)
+	adm := kadm.NewClient(t.c.Client)
+	expected := expectedBytes(ctx, adm, t.req.Topic, e.Changes)
+	done := len(st.done)
+	for bi, batch := range batches {
+		var submit []plan.Change
+		for _, ch := range batch {
+			if !slices.ContainsFunc(st.running, func(r plan.Change) bool { return r.TopicPartition == ch.TopicPartition }) {
+				submit = append(submit, ch)
+			}
+		}
+		if len(submit) > 0 {
+			if err := waitForeign(ctx, t.c, t.h.cfg.RF.ForeignWait, e.Submitted, t.log); err != nil {
+				return stopped(ctx, err)
+			}
+			for _, ch := range submit {
+				if !e.Submitted(ch.TopicPartition) {
+					e.Reassignments = append(e.Reassignments, ch.TopicPartition)
+				}
+			}
+			if err := x.save(ctx, journal.StepCopying); err != nil {
+				return stopped(ctx, err)
+			}
+			if err := t.submit(ctx, x, submit); err != nil {
+				return stopped(ctx, fmt.Errorf("submit batch %d of %d: %w", bi+1, len(batches), err))
+			}
+		}
+		x.hook(StepCopying)
+		for {
+			waiting, err := pendingMoves(ctx, t.c, batch)
+			if err == nil && len(waiting) == 0 {
+				break
+			}
+			x.job.Progress(Progress{ID: x.job.Event.ID, Batch: bi + 1, Batches: len(batches), PartitionsDone: done + len(batch) - len(waiting),
+				PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, t.req.Topic, e.Changes)})
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-time.After(t.h.cfg.RF.Poll):
+			}
+		}
+		done += len(batch)
+	}
+	if err := t.restore(ctx, x); err != nil {
+		return stopped(ctx, err)
+	}
+	now, err := observe(ctx, t.c, e.Changes, 30*time.Second, skippedOf(st.skips), false)
+	if err != nil {
+		return stopped(ctx, err)
+	}
+	res.Changes = changedFrom(e.Changes, now, false)
+	verified := 0
+	for _, ch := range e.Changes {
+		p, ok := now[ch.TopicPartition]
+		if ok && shows(p, ch, false) {
+			verified++
+			continue
+		}
+		if slices.ContainsFunc(st.skips, func(s plan.Skip) bool { return s.TopicPartition == ch.TopicPartition }) {
+			continue
+		}
+		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified,
+			Reason: fmt.Sprintf("after the change: replicas %v (wanted %v)", p.Replicas, ch.ReplicasAfter)})
+	}
+	settle(res, verified)
+	return nil
+}
 
-	rate := o.Throttle
-	if req.ThrottleBytesPerSec > 0 {
-		rate = req.ThrottleBytesPerSec
+// stopped prefers the context's cause (timeout, lost lock, shutdown) to the error of the
+// request it interrupted.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
 	}
-	if rate > 0 {
-		spec := kafka.ThrottleSpec{Topic: req.Topic, Rate: rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
-		for _, ch := range p.Changes {
+	return err
+}
+
+func skippedOf(skips []plan.Skip) map[kafka.TopicPartition]bool {
+	m := map[kafka.TopicPartition]bool{}
+	for _, s := range skips {
+		m[s.TopicPartition] = true
+	}
+	return m
+}
+
+// throttle sets the replication throttle of the moves still to copy: the keys and the
+// values they held are journaled first (once: a resumed operation applies the journaled
+// keys again, idempotently, and never takes our own values for someone else's).
+func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) error {
+	e := &x.op.Entry
+	fresh := e.Throttles == nil
+	if fresh {
+		if t.rate <= 0 {
+			return nil
+		}
+		spec := kafka.ThrottleSpec{Topic: t.req.Topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
+		for _, ch := range pending {
 			if added := minus(ch.ReplicasAfter, ch.ReplicasBefore); len(added) > 0 {
 				spec.Followers[ch.Partition] = added
 				spec.Leaders[ch.Partition] = slices.Clone(ch.ReplicasBefore)
 			}
 		}
-		if len(spec.Followers) > 0 {
-			restore, err := kafka.Throttle(ctx, c.Client, spec)
-			if err != nil {
-				return res, fmt.Errorf("throttle: %w", err)
-			}
-			defer func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				defer cancel()
-				if err := restore(rctx); err != nil {
-					log.Error("restore throttles", zap.Error(err))
-					res.Error = strings.TrimPrefix(res.Error+"; "+err.Error(), "; ")
-				}
-			}()
+		if len(spec.Followers) == 0 {
+			return nil
+		}
+		keys, err := kafka.PlanThrottles(ctx, t.c.Client, spec)
+		if err != nil {
+			return transient(fmt.Errorf("read throttles: %w", err))
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		e.Throttles = keys
+		if err := x.save(ctx, journal.StepThrottling); err != nil {
+			return err
 		}
 	}
-
-	batches := batchMoves(p.Changes, o.MaxMovesPerBroker)
-	adm := kadm.NewClient(c.Client)
-	expected := expectedBytes(ctx, adm, req.Topic, p.Changes)
-	done := 0
-	for bi, batch := range batches {
-		if err := submit(ctx, c, strategy, batch); err != nil {
-			res.Changes = observe(context.WithoutCancel(ctx), c, p.Changes, 0, nil)
-			return res, fmt.Errorf("submit batch %d of %d: %w", bi+1, len(batches), err)
-		}
-		for {
-			pending, err := pendingMoves(ctx, c, batch)
-			if err == nil && len(pending) == 0 {
-				break
-			}
-			prog := Progress{ID: job.Event.ID, Batch: bi + 1, Batches: len(batches), PartitionsDone: done + len(batch) - len(pending),
-				PartitionsTotal: len(p.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, req.Topic, p.Changes)}
-			job.Progress(prog)
-			select {
-			case <-ctx.Done():
-				cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-				cancelErr := cancelMoves(cctx, c, pending)
-				res.Changes = observe(cctx, c, p.Changes, 0, nil)
-				ccancel()
-				why := context.Cause(ctx)
-				if errors.Is(ctx.Err(), context.DeadlineExceeded) && lctx.Err() == nil {
-					why = fmt.Errorf("timeout after %s", timeout)
-				}
-				return res, fmt.Errorf("%w: cancelled %d unfinished reassignments (%v); %d of %d partitions finished%s",
-					why, len(pending), tpsOf(pending), done+len(batch)-len(pending), len(p.Changes), errSuffix(cancelErr))
-			case <-time.After(o.Poll):
-			}
-		}
-		done += len(batch)
+	kept, err := kafka.ApplyThrottles(ctx, t.c.Client, e.Throttles)
+	if err != nil {
+		return transient(fmt.Errorf("set throttles: %w", err))
 	}
-	res.Changes = observe(ctx, c, p.Changes, 30*time.Second, nil)
-	verified := 0
-	for i, ch := range res.Changes {
-		want := p.Changes[i]
-		if slices.Equal(ch.ReplicasAfter, want.ReplicasAfter) {
-			verified++
-			continue
+	if keepThrottles(x, kept, "before we set it") {
+		if err := x.op.Save(ctx); err != nil {
+			return err
 		}
-		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified,
-			Reason: fmt.Sprintf("after the change: replicas %v (wanted %v)", ch.ReplicasAfter, want.ReplicasAfter)})
 	}
-	return finish(res, verified), nil
+	if fresh && t.h.cfg.RF.ThrottleSettle > 0 {
+		// Let the brokers put the new throttles in force before anything copies.
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(t.h.cfg.RF.ThrottleSettle):
+		}
+	}
+	x.hook(StepThrottled)
+	return nil
 }
 
-func errSuffix(err error) string {
-	if err == nil {
-		return ""
+// restore puts back the throttles the operation set, where they still hold our value.
+func (t *rfTask) restore(ctx context.Context, x *exec) error {
+	e := &x.op.Entry
+	if len(e.Throttles) == 0 {
+		return nil
 	}
-	return "; cancel failed: " + err.Error()
+	kept, err := kafka.RestoreThrottles(ctx, t.c.Client, e.Throttles)
+	if err != nil {
+		return transient(fmt.Errorf("restore throttles: %w", err))
+	}
+	keepThrottles(x, kept, "while the copy ran")
+	e.Throttles = nil
+	return x.op.Save(ctx)
+}
+
+// keepThrottles records throttle keys found holding someone else's value (left alone) and
+// reports whether there were any.
+func keepThrottles(x *exec, kept []kafka.KeptThrottle, when string) bool {
+	e := &x.op.Entry
+	for _, k := range kept {
+		if slices.ContainsFunc(e.ThrottlesKept, func(o kafka.KeptThrottle) bool {
+			return o.Entity == k.Entity && o.Name == k.Name && o.Key == k.Key
+		}) {
+			continue
+		}
+		e.ThrottlesKept = append(e.ThrottlesKept, k)
+		cur := "unset"
+		if k.Current != nil {
+			cur = strconv.Quote(*k.Current)
+		}
+		x.op.Note(fmt.Sprintf("Throttle %s of %s %s was changed by someone else %s (now %s, ours %q): left as they set it.", k.Key, k.Entity, k.Name, when, cur, k.Ours))
+	}
+	return len(kept) > 0
+}
+
+// submit starts the reassignments of a batch.
+func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error {
+	targets := map[kafka.TopicPartition][]int32{}
+	for _, ch := range batch {
+		targets[ch.TopicPartition] = ch.ReplicasAfter
+	}
+	if t.strategy == kafka.StrategyZKReassign {
+		if t.c.ZK == nil {
+			return errors.New("strategy zk-reassign needs the cluster's zookeeper")
+		}
+		return kafka.SubmitZKReassignment(ctx, t.c.ZK.Conn(), t.c.Chroot, x.l.held, targets)
+	}
+	return kafka.SubmitReassignment(ctx, t.c.Client, targets)
+}
+
+// rollback cancels our reassignments still running (the replica sets go back), restores
+// the throttles, and says what finished.
+func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
+	e := &x.op.Entry
+	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
+	if err != nil {
+		return "", transient(err)
+	}
+	st := classify(snap, e)
+	var parts []string
+	if len(st.running) > 0 {
+		if err := cancelMoves(ctx, t.c, st.running); err != nil {
+			return "", fmt.Errorf("cancel %d unfinished reassignments: %w", len(st.running), err)
+		}
+		parts = append(parts, fmt.Sprintf("cancelled %d unfinished reassignments (%s)", len(st.running), strings.Join(tpsOf(st.running), ", ")))
+	}
+	parts = append(parts, fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
+	if err := t.restore(ctx, x); err != nil {
+		return joinReasons(parts), err
+	}
+	changes, err := report(ctx, t.c, e.Changes, false)
+	if err != nil {
+		return joinReasons(parts), err
+	}
+	x.res.Changes = changes
+	return joinReasons(parts), nil
 }
 
 func minus(a, b []int32) []int32 {
@@ -214,7 +449,7 @@ func minus(a, b []int32) []int32 {
 func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, error) {
 	rcs, err := kadm.NewClient(c.Client).DescribeTopicConfigs(ctx, topic)
 	if err != nil {
-		return 0, retry.Transient(fmt.Errorf("describe configs of %s: %w", topic, err))
+		return 0, transient(fmt.Errorf("describe configs of %s: %w", topic, err))
 	}
 	rc, err := rcs.On(topic, nil)
 	if err == nil {
@@ -224,7 +459,7 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 		return 0, reject("topic %q does not exist", topic)
 	}
 	if err != nil {
-		return 0, retry.Transient(fmt.Errorf("describe configs of %s: %w", topic, err))
+		return 0, transient(fmt.Errorf("describe configs of %s: %w", topic, err))
 	}
 	for _, cfg := range rc.Configs {
 		if cfg.Key == "min.insync.replicas" && cfg.Value != nil {
@@ -234,22 +469,25 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 	return 1, nil
 }
 
-// waitForeign waits until no reassignment runs on the cluster, backing off, for at most
-// wait; then it fails with the list of those still running.
-func waitForeign(ctx context.Context, c *Cluster, wait time.Duration, log *zap.Logger) error {
+// waitForeign waits until no reassignment runs on the cluster but ours (those ours
+// reports, from the journal), backing off, for at most wait; then it fails with the list
+// of those still running.
+func waitForeign(ctx context.Context, c *Cluster, wait time.Duration, ours func(kafka.TopicPartition) bool, log *zap.Logger) error {
 	end := time.Now().Add(wait)
 	delay := time.Second
 	for {
 		ongoing, err := kafka.ListReassignments(ctx, c.Client, nil)
 		if err != nil {
-			return retry.Transient(err)
-		}
-		if len(ongoing) == 0 {
-			return nil
+			return transient(err)
 		}
 		var list []string
 		for tp, r := range ongoing {
-			list = append(list, fmt.Sprintf("%s (adding %v, removing %v)", tp, r.Adding, r.Removing))
+			if ours == nil || !ours(tp) {
+				list = append(list, fmt.Sprintf("%s (adding %v, removing %v)", tp, r.Adding, r.Removing))
+			}
+		}
+		if len(list) == 0 {
+			return nil
 		}
 		sort.Strings(list)
 		if time.Now().After(end) {
@@ -302,41 +540,17 @@ func batchMoves(changes []plan.Change, max int) [][]plan.Change {
 	return batches
 }
 
-// submit starts the reassignments of a batch.
-func submit(ctx context.Context, c *Cluster, strategy kafka.Strategy, batch []plan.Change) error {
-	targets := map[kafka.TopicPartition][]int32{}
-	for _, ch := range batch {
-		targets[ch.TopicPartition] = ch.ReplicasAfter
-	}
-	if strategy == kafka.StrategyZKReassign {
-		held := heldFrom(ctx)
-		if held == nil || c.ZK == nil {
-			return errors.New("strategy zk-reassign needs the cluster's zookeeper and a lock in it")
-		}
-		return kafka.SubmitZKReassignment(ctx, c.ZK.Conn(), c.Chroot, held, targets)
-	}
-	return kafka.SubmitReassignment(ctx, c.Client, targets)
-}
-
 // pendingMoves lists the batch's partitions not yet at their target replicas (or still
 // being reassigned).
 func pendingMoves(ctx context.Context, c *Cluster, batch []plan.Change) ([]plan.Change, error) {
-	topics := map[string]bool{}
-	for _, ch := range batch {
-		topics[ch.Topic] = true
-	}
-	var names []string
-	for t := range topics {
-		names = append(names, t)
-	}
-	snap, err := kafka.ReadSnapshot(ctx, c.Client, names...)
+	snap, err := kafka.ReadSnapshot(ctx, c.Client, topicsOf(batch)...)
 	if err != nil {
 		return batch, err
 	}
 	var out []plan.Change
 	for _, ch := range batch {
 		p, ok := snap.Partition(ch.TopicPartition)
-		if !ok || p.Reassigning() || !slices.Equal(p.Replicas, ch.ReplicasAfter) {
+		if !ok || !shows(p, ch, false) {
 			out = append(out, ch)
 		}
 	}
@@ -355,7 +569,7 @@ func cancelMoves(ctx context.Context, c *Cluster, pending []plan.Change) error {
 	}
 	resp, err := kadm.NewClient(c.Client).AlterPartitionAssignments(ctx, req)
 	if err != nil {
-		return err
+		return transient(err)
 	}
 	var errs []error
 	resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {

@@ -159,6 +159,7 @@ func abs(x int) int {
 // gone; progress events arrive while a throttled increase copies.
 func TestReplicationFactorThrottleAndProgress(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "kraft")
 	f.start("worker-1")
 	cl := env.Kafka(t, "kraft", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -270,6 +271,7 @@ func assertNoBrokerThrottle(t *testing.T, adm *kadm.Client, expected map[string]
 // A timeout cancels what is still copying, restores throttles and says what finished.
 func TestReplicationFactorTimeoutCancels(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "kraft")
 	f.start("worker-1")
 	cl := env.Kafka(t, "kraft", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))

@@ -31,7 +31,8 @@ func (b *APIBackend) ControllerFailover() bool { return false }
 // Reorder sends one AlterPartitionReassignments request with the same replica sets in the
 // new orders. On both controllers a pure reorder completes at once and moves no data; the
 // leader stays where it is until an election. It returns once metadata shows every order.
-func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) error {
+func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) (err error) {
+	defer func() { err = classify(err) }()
 	if len(orders) == 0 {
 		return nil
 	}
@@ -64,7 +65,8 @@ func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]in
 
 // WaitForOrders polls metadata until every partition lists its replicas in the given order
 // and no reassignment of them is in progress, or ctx ends.
-func WaitForOrders(ctx context.Context, cl *kgo.Client, orders map[TopicPartition][]int32) error {
+func WaitForOrders(ctx context.Context, cl *kgo.Client, orders map[TopicPartition][]int32) (err error) {
+	defer func() { err = classify(err) }()
 	var pending []string
 	for {
 		snap, err := ReadSnapshot(ctx, cl, topicsOf(orders)...)
@@ -96,7 +98,8 @@ func (b *APIBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (
 	return electViaAPI(ctx, b.adm, tps)
 }
 
-func electViaAPI(ctx context.Context, adm *kadm.Client, tps []TopicPartition) (map[TopicPartition]error, error) {
+func electViaAPI(ctx context.Context, adm *kadm.Client, tps []TopicPartition) (_ map[TopicPartition]error, err error) {
+	defer func() { err = classify(err) }()
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
@@ -122,7 +125,7 @@ func electViaAPI(ctx context.Context, adm *kadm.Client, tps []TopicPartition) (m
 			out[tp] = fmt.Errorf("elect %s: %w", tp, errWithMessage(r.Err, &r.ErrMessage))
 		}
 	}
-	return out, nil
+	return classifyEach(out), nil
 }
 
 func topicsOf[V any](m map[TopicPartition]V) []string {

@@ -56,12 +56,14 @@ var (
 	_ Reorderer = (*ZKBackend)(nil)
 )
 
-// Errors callers classify. Transient ones are worth retrying later.
+// Errors callers classify. Transient ones are worth retrying later; they carry the marker
+// package retry looks for (see classify).
 var (
 	// ErrEmptyElection: an election with no partitions would elect every partition.
 	ErrEmptyElection = errors.New("refusing a preferred election with no partitions: Kafka would elect every partition in the cluster")
-	// ErrReassignmentInProgress: another reassignment blocks ours (transient).
-	ErrReassignmentInProgress = errors.New("a partition reassignment is in progress")
+	// ErrReassignmentInProgress: another reassignment blocks ours (transient: it carries
+	// package retry's marker).
+	ErrReassignmentInProgress error = &transientSentinel{"a partition reassignment is in progress"}
 	// ErrKRaftController: /controller says a KRaft controller owns the cluster (migration);
 	// the ZooKeeper paths must not be used.
 	ErrKRaftController = errors.New("a KRaft controller owns this cluster (ZooKeeper migration): ZooKeeper strategies are refused")

@@ -25,7 +25,8 @@ type Capabilities struct {
 
 // Probe asks every broker for its API versions. A capability holds only when all brokers
 // have it: during a rolling upgrade the controller may be an old broker.
-func Probe(ctx context.Context, cl *kgo.Client) (Capabilities, error) {
+func Probe(ctx context.Context, cl *kgo.Client) (_ Capabilities, err error) {
+	defer func() { err = classify(err) }()
 	vs, err := kadm.NewClient(cl).ApiVersions(ctx)
 	if err != nil {
 		return Capabilities{}, fmt.Errorf("api versions: %w", err)

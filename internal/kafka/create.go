@@ -12,7 +12,8 @@ import (
 // CreateTopic creates topic with an explicit replica assignment: assignment[p] is the
 // ordered replica list of partition p (kadm's CreateTopics takes only a count and a
 // factor). Tests and the demo use it to start from a known placement.
-func CreateTopic(ctx context.Context, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) error {
+func CreateTopic(ctx context.Context, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) (err error) {
+	defer func() { err = classify(err) }()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 30000
 	rt := kmsg.NewCreateTopicsRequestTopic()

@@ -17,4 +17,13 @@
 //
 // A preferred election is never sent with an empty partition list: Kafka reads an empty
 // list as "every partition of the cluster". Callers get ErrEmptyElection instead.
+//
+// Replication throttles are planned, applied and restored as plain data (ThrottleKey) that
+// the caller journals before each write: PlanThrottles, ApplyThrottles, RestoreThrottles
+// compare before they write, so nobody else's value is overwritten or written back.
+//
+// Errors worth a retry carry package retry's marker (a Transient method): the sentinels
+// ErrReassignmentInProgress and ErrNoController, and, marked where exported functions
+// return them, Kafka's retriable errors, NOT_CONTROLLER, REQUEST_TIMED_OUT and ZooKeeper
+// connection errors. errors.Is and errors.As still see the original error.
 package kafka

@@ -15,7 +15,8 @@ import (
 
 // SubmitReassignment starts reassignments to the target replica lists (one
 // AlterPartitionReassignments request) and returns without waiting for them.
-func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPartition][]int32) error {
+func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPartition][]int32) (err error) {
+	defer func() { err = classify(err) }()
 	req := kadm.AlterPartitionAssignmentsReq{}
 	for tp, rs := range targets {
 		req.Assign(tp.Topic, tp.Partition, rs)
@@ -43,7 +44,8 @@ func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPa
 // transaction fenced by the caller's lock. The controller deletes the znode when every
 // listed partition has finished. Never through /brokers/topics: a controller started
 // from an edited topic znode does not start or stop replicas (KAFKA.md).
-func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) error {
+func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) (err error) {
+	defer func() { err = classify(err) }()
 	doc := reassignJSON{Version: 1}
 	for _, tp := range sortedKeys(targets) {
 		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition, Replicas: targets[tp]})

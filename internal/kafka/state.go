@@ -60,7 +60,8 @@ type Snapshot struct {
 	Brokers    map[int32]Broker
 	// Topics maps each described topic to its partitions, indexed by partition number.
 	Topics map[string][]Partition
-	// Missing lists requested topics the cluster does not have, with the reason.
+	// Missing lists requested topics the cluster does not have, with the reason (marked
+	// transient when Kafka calls it retriable: metadata may lag behind a new topic).
 	Missing map[string]error
 }
 
@@ -80,7 +81,8 @@ func (s *Snapshot) Partition(tp TopicPartition) (Partition, bool) {
 //
 // With no topics named it reads every topic of the cluster (internal ones included): what
 // balancing leadership across the cluster needs.
-func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snapshot, error) {
+func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (_ *Snapshot, err error) {
+	defer func() { err = classify(err) }()
 	md, err := freshMetadata(ctx, cl, topics)
 	if err != nil {
 		return nil, err
@@ -123,11 +125,11 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (*Snaps
 	for _, name := range topics {
 		td, ok := byName[name]
 		if !ok {
-			s.Missing[name] = kerr.UnknownTopicOrPartition
+			s.Missing[name] = classify(kerr.UnknownTopicOrPartition)
 			continue
 		}
 		if err := kerr.ErrorForCode(td.ErrorCode); err != nil {
-			s.Missing[name] = err
+			s.Missing[name] = classify(err)
 			continue
 		}
 		ps := make([]Partition, len(td.Partitions))
@@ -219,7 +221,8 @@ var errReassignmentsUnsupported = fmt.Errorf("ListPartitionReassignments is not 
 // ListReassignments lists ongoing reassignments of the named topics, or of the whole
 // cluster when topics is nil (kadm sends no request for an empty set, so this builds the
 // request itself).
-func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (map[TopicPartition]Reassignment, error) {
+func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (_ map[TopicPartition]Reassignment, err error) {
+	defer func() { err = classify(err) }()
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
 	req.TimeoutMillis = 30000
 	if topics != nil {

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,6 +25,12 @@ const (
 	FollowerThrottledReplicas = "follower.replication.throttled.replicas"
 )
 
+// Entities of a ThrottleKey.
+const (
+	EntityBroker = "broker"
+	EntityTopic  = "topic"
+)
+
 // ThrottleSpec is what to throttle for one topic's moving replicas: Leaders[p] are the
 // replicas partition p copies from (its current replicas), Followers[p] the replicas
 // being added.
@@ -32,136 +41,588 @@ type ThrottleSpec struct {
 	Followers map[int32][]int32
 }
 
-// prior is a config's dynamic value before we touched it; nil when it had none.
-type prior struct {
-	resource string // topic name, or broker id
-	broker   bool
-	key      string
-	value    *string
+// ThrottleKey is one dynamic config that a throttle sets. It is plain data: the caller
+// writes the keys of a plan to its durable journal before ApplyThrottles, so that a worker
+// that dies mid-copy can still restore them (KAFKA.md, "Crash safety").
+type ThrottleKey struct {
+	Entity string  `json:"entity"` // "broker" or "topic"
+	Name   string  `json:"name"`   // broker id ("3") or topic name
+	Key    string  `json:"key"`    // e.g. leader.replication.throttled.rate
+	Before *string `json:"before"` // the dynamic value before we set ours; nil: none was set
+	Ours   string  `json:"ours"`   // the value we set
 }
 
-// Throttle sets the replication throttle of spec and returns a function that restores
-// exactly the values that were there before: a dynamic value somebody else set is put
-// back as it was, a config that had none is deleted. Kafka's tool overwrites others'
-// throttles and its --verify deletes them all; this never does either. Topic throttled
-// replicas are merged with those already listed, so another operation's throttle keeps
-// working meanwhile. Call restore on every way out (success, failure, timeout, cancel),
-// with a context that is still alive.
-func Throttle(ctx context.Context, cl *kgo.Client, spec ThrottleSpec) (restore func(context.Context) error, err error) {
-	adm := kadm.NewClient(cl)
-	var leaderBrokers, followerBrokers []int32
-	for _, rs := range spec.Leaders {
-		leaderBrokers = append(leaderBrokers, rs...)
-	}
-	for _, rs := range spec.Followers {
-		followerBrokers = append(followerBrokers, rs...)
-	}
-	leaderBrokers, followerBrokers = uniq(leaderBrokers), uniq(followerBrokers)
-	all := uniq(append(slices.Clone(leaderBrokers), followerBrokers...))
+func (k ThrottleKey) String() string { return fmt.Sprintf("%s %s %s", k.Entity, k.Name, k.Key) }
 
-	var priors []prior
-	brokerCfgs, err := adm.DescribeBrokerConfigs(ctx, all...)
+// KeptThrottle is a key found holding someone else's value (neither Before nor Ours when
+// applying; not Ours when restoring): left as it was.
+type KeptThrottle struct {
+	ThrottleKey
+	Current *string `json:"current"` // what it held when we looked; nil: unset
+}
+
+// settleTimeout bounds how long ApplyThrottles and RestoreThrottles wait for the brokers
+// to show what they wrote.
+var settleTimeout = 30 * time.Second
+
+// PlanThrottles reads the current dynamic configs concerned by spec and returns the keys
+// that throttling spec sets, each with the dynamic value it holds now (Before) and the
+// value to set (Ours): leader.replication.throttled.rate on every broker that is a
+// leader (source) in spec.Leaders, follower.replication.throttled.rate on every broker in
+// spec.Followers, and the topic's leader/follower.replication.throttled.replicas, whose
+// Ours is the list already there merged with ours (so another operation's throttle keeps
+// working; "*" stays "*"). Only dynamic values count as set (per-broker for brokers,
+// per-topic for topics): a static or cluster-default value is not ours to restore, and
+// deleting our dynamic value brings it back. A key that already holds Ours is left out:
+// there is nothing to set or restore. Nothing is written. The keys are sorted by entity
+// (brokers first, by id), name and key.
+func PlanThrottles(ctx context.Context, cl *kgo.Client, spec ThrottleSpec) (keys []ThrottleKey, err error) {
+	defer func() { err = classify(err) }()
+	if spec.Topic == "" {
+		return nil, errors.New("plan throttles: no topic")
+	}
+	if spec.Rate <= 0 {
+		return nil, fmt.Errorf("plan throttles of %s: rate %d is not positive", spec.Topic, spec.Rate)
+	}
+	rate := strconv.FormatInt(spec.Rate, 10)
+	ours := map[configRef]func(before *string) string{}
+	var refs []configRef
+	add := func(r configRef, f func(*string) string) {
+		refs = append(refs, r)
+		ours[r] = f
+	}
+	leaders, followers := brokersOf(spec.Leaders), brokersOf(spec.Followers)
+	for _, b := range leaders {
+		add(configRef{EntityBroker, strconv.Itoa(int(b)), LeaderThrottledRate}, func(*string) string { return rate })
+	}
+	for _, b := range followers {
+		add(configRef{EntityBroker, strconv.Itoa(int(b)), FollowerThrottledRate}, func(*string) string { return rate })
+	}
+	if len(leaders) > 0 {
+		add(configRef{EntityTopic, spec.Topic, LeaderThrottledReplicas}, func(b *string) string { return mergeReplicas(b, spec.Leaders) })
+	}
+	if len(followers) > 0 {
+		add(configRef{EntityTopic, spec.Topic, FollowerThrottledReplicas}, func(b *string) string { return mergeReplicas(b, spec.Followers) })
+	}
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	cur, err := readDynamic(ctx, cl, refs, -1)
 	if err != nil {
-		return nil, fmt.Errorf("describe broker configs: %w", err)
+		return nil, fmt.Errorf("plan throttles of %s: %w", spec.Topic, err)
 	}
-	for _, rc := range brokerCfgs {
-		if rc.Err != nil {
-			return nil, fmt.Errorf("describe configs of broker %s: %w", rc.Name, rc.Err)
-		}
-		for _, key := range []string{LeaderThrottledRate, FollowerThrottledRate} {
-			priors = append(priors, prior{resource: rc.Name, broker: true, key: key, value: dynamicValue(rc.Configs, key, kmsg.ConfigSourceDynamicBrokerConfig)})
-		}
+	if cur.missing[spec.Topic] {
+		return nil, fmt.Errorf("plan throttles: topic %s: %w", spec.Topic, kerr.UnknownTopicOrPartition)
 	}
-	topicCfgs, err := adm.DescribeTopicConfigs(ctx, spec.Topic)
-	if err != nil {
-		return nil, fmt.Errorf("describe configs of topic %s: %w", spec.Topic, err)
-	}
-	rc, err := topicCfgs.On(spec.Topic, nil)
-	if err != nil || rc.Err != nil {
-		return nil, fmt.Errorf("describe configs of topic %s: %w", spec.Topic, errors.Join(err, rc.Err))
-	}
-	for _, key := range []string{LeaderThrottledReplicas, FollowerThrottledReplicas} {
-		priors = append(priors, prior{resource: spec.Topic, key: key, value: dynamicValue(rc.Configs, key, kmsg.ConfigSourceDynamicTopicConfig)})
-	}
-
-	restore = func(ctx context.Context) error {
-		var errs []error
-		for _, p := range priors {
-			op, v := kadm.DeleteConfig, (*string)(nil)
-			if p.value != nil {
-				op, v = kadm.SetConfig, p.value
-			}
-			errs = append(errs, alterOne(ctx, adm, p, kadm.AlterConfig{Op: op, Name: p.key, Value: v}))
-		}
-		if err := errors.Join(errs...); err != nil {
-			return fmt.Errorf("restore throttles: %w", err)
-		}
-		return nil
-	}
-
-	rate := kadm.StringPtr(strconv.FormatInt(spec.Rate, 10))
-	var errs []error
-	for _, p := range priors {
-		var v *string
-		switch {
-		case p.broker && p.key == LeaderThrottledRate && contains(leaderBrokers, p.resource):
-			v = rate
-		case p.broker && p.key == FollowerThrottledRate && contains(followerBrokers, p.resource):
-			v = rate
-		case p.key == LeaderThrottledReplicas:
-			v = kadm.StringPtr(mergeReplicas(p.value, spec.Leaders))
-		case p.key == FollowerThrottledReplicas:
-			v = kadm.StringPtr(mergeReplicas(p.value, spec.Followers))
-		default:
+	for _, r := range refs {
+		before := cur.values[r]
+		o := ours[r](before)
+		if sameValue(r.key, before, &o) {
 			continue
 		}
-		errs = append(errs, alterOne(ctx, adm, p, kadm.AlterConfig{Op: kadm.SetConfig, Name: p.key, Value: v}))
+		keys = append(keys, ThrottleKey{Entity: r.entity, Name: r.name, Key: r.key, Before: before, Ours: o})
 	}
-	if err := errors.Join(errs...); err != nil {
-		// Leave nothing half-set behind.
-		return nil, errors.Join(fmt.Errorf("set throttles: %w", err), restore(context.WithoutCancel(ctx)))
-	}
-	return restore, nil
+	sortThrottleKeys(keys)
+	return keys, nil
 }
 
-func alterOne(ctx context.Context, adm *kadm.Client, p prior, c kadm.AlterConfig) error {
-	var (
-		resp kadm.AlterConfigsResponses
-		err  error
-	)
-	if p.broker {
-		id, _ := strconv.Atoi(p.resource)
-		resp, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{c}, int32(id))
-	} else {
-		resp, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{c}, p.resource)
+// ApplyThrottles sets the planned keys, but only those that still hold their Before value:
+// a key that holds Ours already is left (nothing to do), a key that holds anything else was
+// changed by someone since the plan and is left as it is, and returned in kept (record it:
+// RestoreThrottles will find it not Ours and leave it too). It is idempotent: calling it
+// again, e.g. after a crash between the journal write and the config write, sets only what
+// is not set yet. On error some keys may be set: call RestoreThrottles, which puts back
+// exactly those.
+//
+// Reads and writes are batched: one DescribeConfigs per entity kind, one
+// IncrementalAlterConfigs for all keys (franz-go sends each broker's part to that broker).
+// It returns once the brokers show the values it wrote (brokers apply config changes a
+// moment after accepting them; the topic's values are checked on every live broker), so
+// that a RestoreThrottles that follows at once compares with what was written.
+//
+// The compare and the write are two requests: Kafka has no conditional config write (no
+// compare-and-set on configs). A value someone else writes between our read and our write,
+// one round trip of a few milliseconds, is overwritten, and then restored to Before later.
+// That is acceptable: throttles are changed by people and reassignment tools, rarely and
+// on a human time scale, so a collision within one round trip is very unlikely; other
+// kafkamender workers do not write the cluster meanwhile (they hold the cluster's lock to
+// do so); and the alternative, writing without comparing, overwrites any change made at
+// any time, as Kafka's own tool does.
+func ApplyThrottles(ctx context.Context, cl *kgo.Client, keys []ThrottleKey) (kept []KeptThrottle, err error) {
+	defer func() { err = classify(err) }()
+	return compareAndWrite(ctx, cl, keys, false)
+}
+
+// RestoreThrottles puts back the Before values of the keys that still hold Ours: it sets
+// Before, or deletes our dynamic value when Before is nil (the static or default value
+// applies again). A key that holds its Before value is restored already (or was never
+// set): nothing to do, and not reported. A key that holds anything else was changed by
+// someone since we set it: it is left as it is and returned in kept. Keys of a topic that
+// does not exist any more are skipped: its configs went with it. It is idempotent, so it
+// can be called on every way out (success, failure, timeout, cancel, a restarted worker
+// reading its journal), with a context that is still alive.
+//
+// Like ApplyThrottles it batches its reads and writes, returns once the brokers show what
+// it wrote, and compares and writes in two requests (see ApplyThrottles for why that
+// window of one round trip is acceptable).
+func RestoreThrottles(ctx context.Context, cl *kgo.Client, keys []ThrottleKey) (kept []KeptThrottle, err error) {
+	defer func() { err = classify(err) }()
+	return compareAndWrite(ctx, cl, keys, true)
+}
+
+// compareAndWrite is ApplyThrottles (restore false) and RestoreThrottles (restore true).
+func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, restore bool) ([]KeptThrottle, error) {
+	what := "set throttles"
+	if restore {
+		what = "restore throttles"
 	}
-	if err == nil {
-		for _, r := range resp {
-			if r.Err != nil {
-				err = errWithMessage(r.Err, &r.ErrMessage)
+	if err := checkThrottleKeys(keys); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	refs := make([]configRef, len(keys))
+	for i, k := range keys {
+		refs[i] = k.ref()
+	}
+	cur, err := readDynamic(ctx, cl, refs, -1)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var (
+		writes []configWrite
+		kept   []KeptThrottle
+	)
+	for _, k := range keys {
+		if k.Entity == EntityTopic && cur.missing[k.Name] {
+			if restore {
+				continue
+			}
+			return nil, fmt.Errorf("%s: topic %s: %w", what, k.Name, kerr.UnknownTopicOrPartition)
+		}
+		c := cur.values[k.ref()]
+		ours := &k.Ours
+		switch {
+		case sameValue(k.Key, k.Before, ours):
+			// Nothing to set, nothing to restore.
+		case !restore && sameValue(k.Key, c, ours):
+			// Set already (a second call).
+		case !restore && sameValue(k.Key, c, k.Before):
+			writes = append(writes, configWrite{ref: k.ref(), value: ours, prev: c})
+		case restore && sameValue(k.Key, c, ours):
+			writes = append(writes, configWrite{ref: k.ref(), value: k.Before, prev: c})
+		case restore && sameValue(k.Key, c, k.Before):
+			// Restored already.
+		default:
+			kept = append(kept, KeptThrottle{ThrottleKey: k, Current: c})
+		}
+	}
+	if err := writeAndSettle(ctx, cl, writes, restore); err != nil {
+		return kept, fmt.Errorf("%s: %w", what, err)
+	}
+	return kept, nil
+}
+
+func (k ThrottleKey) ref() configRef { return configRef{k.Entity, k.Name, k.Key} }
+
+// checkThrottleKeys rejects keys that cannot be from PlanThrottles (a damaged journal)
+// before anything is written.
+func checkThrottleKeys(keys []ThrottleKey) error {
+	seen := map[configRef]bool{}
+	for _, k := range keys {
+		switch k.Entity {
+		case EntityBroker:
+			if id, err := strconv.ParseInt(k.Name, 10, 32); err != nil || id < 0 {
+				return fmt.Errorf("key %s: broker id %q is not a broker id", k, k.Name)
+			}
+		case EntityTopic:
+			if k.Name == "" {
+				return fmt.Errorf("key %s: no topic name", k)
+			}
+		default:
+			return fmt.Errorf("key %s: entity %q is neither %q nor %q", k, k.Entity, EntityBroker, EntityTopic)
+		}
+		if k.Key == "" {
+			return fmt.Errorf("key %s: no config name", k)
+		}
+		if seen[k.ref()] {
+			return fmt.Errorf("key %s is listed twice", k)
+		}
+		seen[k.ref()] = true
+	}
+	return nil
+}
+
+func sortThrottleKeys(keys []ThrottleKey) {
+	slices.SortFunc(keys, func(a, b ThrottleKey) int {
+		if c := cmp.Compare(a.Entity, b.Entity); c != 0 {
+			return c
+		}
+		if a.Entity == EntityBroker {
+			x, _ := strconv.Atoi(a.Name)
+			y, _ := strconv.Atoi(b.Name)
+			if c := cmp.Compare(x, y); c != 0 {
+				return c
+			}
+		}
+		if c := cmp.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Key, b.Key)
+	})
+}
+
+// configRef names one config of one broker or topic.
+type configRef struct{ entity, name, key string }
+
+func (r configRef) String() string { return r.entity + " " + r.name + " " + r.key }
+
+// resourceRef names one broker or topic.
+type resourceRef struct{ entity, name string }
+
+func (r configRef) resource() resourceRef { return resourceRef{r.entity, r.name} }
+
+func resourceType(entity string) kmsg.ConfigResourceType {
+	if entity == EntityBroker {
+		return kmsg.ConfigResourceTypeBroker
+	}
+	return kmsg.ConfigResourceTypeTopic
+}
+
+// dynamicSource is the config source whose values are the entity's own dynamic ones.
+func dynamicSource(entity string) kmsg.ConfigSource {
+	if entity == EntityBroker {
+		return kmsg.ConfigSourceDynamicBrokerConfig
+	}
+	return kmsg.ConfigSourceDynamicTopicConfig
+}
+
+// dynamicConfigs is what readDynamic found.
+type dynamicConfigs struct {
+	values  map[configRef]*string // the dynamic value; absent: none set
+	missing map[string]bool       // topics that do not exist
+}
+
+// readDynamic reads the dynamic values of refs: one DescribeConfigs for the brokers
+// (franz-go asks each broker for its own configs) and one for the topics, asked of any
+// broker, or of broker via when via >= 0 (then refs must all be topics: a broker answers
+// only for its own broker configs).
+func readDynamic(ctx context.Context, cl *kgo.Client, refs []configRef, via int32) (dynamicConfigs, error) {
+	out := dynamicConfigs{values: map[configRef]*string{}, missing: map[string]bool{}}
+	byEntity := map[string]map[string][]string{} // entity -> name -> keys
+	for _, r := range refs {
+		if byEntity[r.entity] == nil {
+			byEntity[r.entity] = map[string][]string{}
+		}
+		if !slices.Contains(byEntity[r.entity][r.name], r.key) {
+			byEntity[r.entity][r.name] = append(byEntity[r.entity][r.name], r.key)
+		}
+	}
+	if via >= 0 && len(byEntity[EntityBroker]) > 0 {
+		return out, errors.New("describe configs: broker configs are asked of each broker, not of one")
+	}
+	var errs []error
+	for _, entity := range []string{EntityBroker, EntityTopic} {
+		names := byEntity[entity]
+		if len(names) == 0 {
+			continue
+		}
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		for _, name := range sortedNames(names) {
+			rr := kmsg.NewDescribeConfigsRequestResource()
+			rr.ResourceType = resourceType(entity)
+			rr.ResourceName = name
+			rr.ConfigNames = names[name]
+			req.Resources = append(req.Resources, rr)
+		}
+		var shards []kgo.ResponseShard
+		if via >= 0 {
+			resp, err := req.RequestWith(ctx, cl.Broker(int(via)))
+			shards = []kgo.ResponseShard{{Meta: kgo.BrokerMetadata{NodeID: via}, Req: req, Resp: resp, Err: err}}
+		} else {
+			shards = cl.RequestSharded(ctx, req)
+		}
+		answered := map[string]bool{}
+		for _, sh := range shards {
+			if sh.Err != nil {
+				errs = append(errs, fmt.Errorf("describe %s configs (broker %d): %w", entity, sh.Meta.NodeID, sh.Err))
+				sent := req
+				if r, ok := sh.Req.(*kmsg.DescribeConfigsRequest); ok && r != nil {
+					sent = r
+				}
+				for _, rr := range sent.Resources {
+					answered[rr.ResourceName] = true // failed, said so
+				}
+				continue
+			}
+			for _, r := range sh.Resp.(*kmsg.DescribeConfigsResponse).Resources {
+				answered[r.ResourceName] = true
+				if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+					if entity == EntityTopic && errors.Is(err, kerr.UnknownTopicOrPartition) {
+						out.missing[r.ResourceName] = true
+						continue
+					}
+					errs = append(errs, fmt.Errorf("describe configs of %s %s: %w", entity, r.ResourceName, errWithMessage(err, r.ErrorMessage)))
+					continue
+				}
+				for _, c := range r.Configs {
+					if c.Source == dynamicSource(entity) && c.Value != nil {
+						v := *c.Value
+						out.values[configRef{entity, r.ResourceName, c.Name}] = &v
+					}
+				}
+			}
+		}
+		for _, name := range sortedNames(names) {
+			if !answered[name] {
+				errs = append(errs, fmt.Errorf("describe configs of %s %s: not in the response", entity, name))
 			}
 		}
 	}
-	if err != nil {
-		what := "topic " + p.resource
-		if p.broker {
-			what = "broker " + p.resource
-		}
-		return fmt.Errorf("%s %s: %w", what, p.key, err)
-	}
-	return nil
+	return out, errors.Join(errs...)
 }
 
-// dynamicValue returns the value of key when it is set at the given dynamic source (not
-// a default or a static config), else nil.
-func dynamicValue(cfgs []kadm.Config, key string, source kmsg.ConfigSource) *string {
-	for _, c := range cfgs {
-		if c.Key == key && c.Source == source && c.Value != nil {
-			v := *c.Value
-			return &v
+func sortedNames[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for n := range m {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// configWrite sets (value non-nil) or deletes (value nil) one config that held prev when
+// it was compared.
+type configWrite struct {
+	ref   configRef
+	value *string
+	prev  *string
+}
+
+// writeAndSettle sends writes in one IncrementalAlterConfigs request (franz-go sends each
+// broker's resources to that broker, topics to any), checks every shard's and every
+// resource's error, then waits until the brokers show the writes that succeeded. With
+// goneTopicOK, a topic that does not exist (deleted since it was read) is no error.
+func writeAndSettle(ctx context.Context, cl *kgo.Client, writes []configWrite, goneTopicOK bool) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	byResource := map[resourceRef][]configWrite{}
+	for _, w := range writes {
+		byResource[w.ref.resource()] = append(byResource[w.ref.resource()], w)
+	}
+	resources := make([]resourceRef, 0, len(byResource))
+	for r := range byResource {
+		resources = append(resources, r)
+	}
+	slices.SortFunc(resources, func(a, b resourceRef) int {
+		return cmp.Or(cmp.Compare(a.entity, b.entity), cmp.Compare(a.name, b.name))
+	})
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	for _, r := range resources {
+		rr := kmsg.NewIncrementalAlterConfigsRequestResource()
+		rr.ResourceType = resourceType(r.entity)
+		rr.ResourceName = r.name
+		for _, w := range byResource[r] {
+			c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+			c.Name = w.ref.key
+			c.Op = kmsg.IncrementalAlterConfigOpDelete
+			if w.value != nil {
+				c.Op = kmsg.IncrementalAlterConfigOpSet
+				c.Value = kmsg.StringPtr(*w.value)
+			}
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+	}
+	entityOf := func(t kmsg.ConfigResourceType) string {
+		if t == kmsg.ConfigResourceTypeBroker {
+			return EntityBroker
+		}
+		return EntityTopic
+	}
+	var errs []error
+	failed := map[resourceRef]bool{}
+	answered := map[resourceRef]bool{}
+	for _, sh := range cl.RequestSharded(ctx, req) {
+		if sh.Err != nil {
+			sent := req
+			if r, ok := sh.Req.(*kmsg.IncrementalAlterConfigsRequest); ok && r != nil {
+				sent = r
+			}
+			for _, rr := range sent.Resources {
+				r := resourceRef{entityOf(rr.ResourceType), rr.ResourceName}
+				failed[r], answered[r] = true, true
+				errs = append(errs, fmt.Errorf("%s %s: %w", r.entity, r.name, sh.Err))
+			}
+			continue
+		}
+		for _, rr := range sh.Resp.(*kmsg.IncrementalAlterConfigsResponse).Resources {
+			r := resourceRef{entityOf(rr.ResourceType), rr.ResourceName}
+			answered[r] = true
+			if err := kerr.ErrorForCode(rr.ErrorCode); err != nil {
+				failed[r] = true
+				if goneTopicOK && r.entity == EntityTopic && errors.Is(err, kerr.UnknownTopicOrPartition) {
+					continue
+				}
+				errs = append(errs, fmt.Errorf("%s %s: %w", r.entity, r.name, errWithMessage(err, rr.ErrorMessage)))
+			}
 		}
 	}
-	return nil
+	var done []configWrite
+	for _, r := range resources {
+		switch {
+		case !answered[r]:
+			// Not in the response: it may or may not have applied. Wait for it like
+			// the others, and report it.
+			errs = append(errs, fmt.Errorf("%s %s: no answer in the response", r.entity, r.name))
+		case failed[r]:
+			continue
+		}
+		done = append(done, byResource[r]...)
+	}
+	if err := settle(ctx, cl, done); err != nil && len(errs) == 0 {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// settle waits until the brokers show the writes: a broker's config on that broker, a
+// topic's config on every live broker (in KRaft mode each broker applies the change when it
+// replays the metadata log; in ZooKeeper mode a broker's dynamic config changes when it
+// processes the change notification). A write is shown once the config no longer holds
+// the value it was compared with. It gives up after settleTimeout with a transient error.
+func settle(ctx context.Context, cl *kgo.Client, writes []configWrite) error {
+	if len(writes) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	shown := func(w configWrite, cur *string) bool {
+		return sameValue(w.ref.key, cur, w.value) || !sameValue(w.ref.key, cur, w.prev)
+	}
+	var brokerRefs, topicRefs []configRef
+	byRef := map[configRef]configWrite{}
+	for _, w := range writes {
+		byRef[w.ref] = w
+		if w.ref.entity == EntityBroker {
+			brokerRefs = append(brokerRefs, w.ref)
+		} else {
+			topicRefs = append(topicRefs, w.ref)
+		}
+	}
+	for {
+		var pending []string
+		var lastErr error
+		if len(brokerRefs) > 0 {
+			cur, err := readDynamic(ctx, cl, brokerRefs, -1)
+			if err != nil {
+				lastErr = err
+			}
+			for _, r := range brokerRefs {
+				if err != nil || !shown(byRef[r], cur.values[r]) {
+					pending = append(pending, r.String())
+				}
+			}
+		}
+		if len(topicRefs) > 0 {
+			p, err := topicsPending(ctx, cl, topicRefs, func(r configRef, cur *string) bool { return shown(byRef[r], cur) })
+			if err != nil {
+				lastErr = err
+			}
+			pending = append(pending, p...)
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("written, but not shown by the brokers after %s: %s", settleTimeout, strings.Join(pending, ", "))
+			if lastErr != nil {
+				msg += fmt.Sprintf(" (last read: %v)", lastErr)
+			}
+			return &transientError{fmt.Errorf("%s: %w", msg, context.Cause(ctx))}
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// topicsPending asks every live broker for the topic configs of refs and lists those that
+// some broker does not show yet. A broker that does not answer is skipped (it answers no
+// one else either); when none answers, every ref is pending.
+func topicsPending(ctx context.Context, cl *kgo.Client, refs []configRef, shown func(configRef, *string) bool) ([]string, error) {
+	mreq := kmsg.NewPtrMetadataRequest()
+	mreq.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	md, err := mreq.RequestWith(ctx, cl)
+	if err != nil {
+		return refNames(refs), fmt.Errorf("metadata: %w", err)
+	}
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		pending  = map[configRef]bool{}
+		answered int
+		errs     []error
+	)
+	for _, b := range md.Brokers {
+		wg.Go(func() {
+			cur, err := readDynamic(ctx, cl, refs, b.NodeID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			answered++
+			for _, r := range refs {
+				if !cur.missing[r.name] && !shown(r, cur.values[r]) {
+					pending[r] = true
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if answered == 0 {
+		return refNames(refs), errors.Join(errs...)
+	}
+	var out []string
+	for _, r := range refs {
+		if pending[r] {
+			out = append(out, r.String())
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func refNames(refs []configRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.String()
+	}
+	return out
+}
+
+// sameValue compares two dynamic values of key (nil: unset). Replica lists compare as sets
+// ("0:1,1:2" is "1:2, 0:1"); other values as trimmed strings.
+func sameValue(key string, a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	if key == LeaderThrottledReplicas || key == FollowerThrottledReplicas {
+		return mergeReplicas(a, nil) == mergeReplicas(b, nil)
+	}
+	return strings.TrimSpace(*a) == strings.TrimSpace(*b)
+}
+
+// brokersOf returns the distinct brokers of a partition -> replicas map, sorted.
+func brokersOf(m map[int32][]int32) []int32 {
+	var out []int32
+	for _, rs := range m {
+		out = append(out, rs...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // mergeReplicas renders "p:b,p:b" for the union of the entries in prev and ours; "*"
@@ -190,14 +651,4 @@ func mergeReplicas(prev *string, ours map[int32][]int32) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ",")
-}
-
-func uniq(l []int32) []int32 {
-	slices.Sort(l)
-	return slices.Compact(l)
-}
-
-func contains(ids []int32, s string) bool {
-	id, err := strconv.Atoi(s)
-	return err == nil && slices.Contains(ids, int32(id))
 }

@@ -34,6 +34,12 @@ type ZKConfig struct {
 	// ForeignWait bounds how long to wait for a reassignment or election znode that someone
 	// else created before giving up with ErrReassignmentInProgress. Default 30s.
 	ForeignWait time.Duration
+	// Nudge keeps zk-nudge progress durably (the operation journal), so that one event
+	// never fails the controller over twice. Default: kept in memory, for one backend.
+	Nudge NudgeJournal
+	// NudgeApplyWait bounds the wait, after the failover, for metadata to show the new
+	// order before the topic znodes are put back. Default 60s.
+	NudgeApplyWait time.Duration
 }
 
 // ZKBackend is the zk-reassign or zk-nudge strategy.
@@ -55,6 +61,12 @@ func NewZKBackend(strategy Strategy, cfg ZKConfig) (*ZKBackend, error) {
 	if cfg.ForeignWait == 0 {
 		cfg.ForeignWait = 30 * time.Second
 	}
+	if cfg.Nudge == nil {
+		cfg.Nudge = &memNudge{}
+	}
+	if cfg.NudgeApplyWait == 0 {
+		cfg.NudgeApplyWait = time.Minute
+	}
 	return &ZKBackend{cfg: cfg, strategy: strategy, adm: kadm.NewClient(cfg.Client)}, nil
 }
 
@@ -70,7 +82,8 @@ func (b *ZKBackend) electionPath() string { return b.p("admin", "preferred_repli
 
 // Reorder stores the new orders: through /admin/reassign_partitions (zk-reassign), or by
 // rewriting the topic znodes and failing the controller over (zk-nudge).
-func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) error {
+func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) (err error) {
+	defer func() { err = classify(err) }()
 	if len(orders) == 0 {
 		return nil
 	}
@@ -159,105 +172,10 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 	}
 }
 
-func (b *ZKBackend) reorderByNudge(ctx context.Context, orders map[TopicPartition][]int32, topics map[string]*TopicZnode) error {
-	ctrl, err := ReadController(b.cfg.Conn, b.cfg.Chroot)
-	if err != nil {
-		return err
-	}
-	if ctrl.KRaft() {
-		return ErrKRaftController
-	}
-	// A controller that is reassigning rewrites topic znodes from memory and would undo ours.
-	if ok, _, err := b.cfg.Conn.Exists(b.reassignPath()); err != nil {
-		return err
-	} else if ok {
-		return fmt.Errorf("%s exists: %w", b.reassignPath(), ErrReassignmentInProgress)
-	}
-	if b.cfg.Caps.ListReassignments {
-		ongoing, err := ListReassignments(ctx, b.cfg.Client, topicsOf(orders))
-		if err != nil {
-			return err
-		}
-		if len(ongoing) > 0 {
-			return fmt.Errorf("%d partitions of these topics are being reassigned: %w", len(ongoing), ErrReassignmentInProgress)
-		}
-	}
-	// One transaction for every topic: all orders are stored, or none.
-	var ops []any
-	for _, t := range topicsOf(orders) {
-		z := topics[t]
-		for _, tp := range sortedKeys(orders) {
-			if tp.Topic == t {
-				z.SetReplicas(tp.Partition, orders[tp])
-			}
-		}
-		data, err := z.Encode()
-		if err != nil {
-			return err
-		}
-		ops = append(ops, &zk.SetDataRequest{Path: z.Path, Data: data, Version: z.Stat.Version})
-	}
-	if _, err := b.cfg.Writer.Multi(ctx, ops...); err != nil {
-		if errors.Is(err, zk.ErrBadVersion) {
-			return fmt.Errorf("a topic znode changed while we rewrote it (retry): %w", err)
-		}
-		return fmt.Errorf("rewrite topic znodes: %w", err)
-	}
-	// The controller ignores order changes of existing partitions until it fails over.
-	if err := b.failoverController(ctx, ctrl); err != nil {
-		return err
-	}
-	for _, t := range topicsOf(orders) {
-		z, err := ReadTopicZnode(b.cfg.Conn, b.cfg.Chroot, t)
-		if err != nil {
-			return err
-		}
-		for _, tp := range sortedKeys(orders) {
-			if tp.Topic != t {
-				continue
-			}
-			if got, _ := z.Replicas(tp.Partition); !slices.Equal(got, orders[tp]) {
-				return fmt.Errorf("%s: the controller rewrote the topic znode to %v before failing over (our %v was lost)", tp, got, orders[tp])
-			}
-		}
-	}
-	return WaitForOrders(ctx, b.cfg.Client, orders)
-}
-
-// failoverController deletes /controller (the one we read, by version) and waits until a
-// controller is elected again with a higher epoch.
-func (b *ZKBackend) failoverController(ctx context.Context, ctrl *Controller) error {
-	before, err := readControllerEpoch(b.cfg.Conn, b.cfg.Chroot)
-	if err != nil {
-		return err
-	}
-	_, err = b.cfg.Writer.Multi(ctx, &zk.DeleteRequest{Path: b.p("controller"), Version: ctrl.Stat.Version})
-	switch {
-	case errors.Is(err, zk.ErrNoNode), errors.Is(err, zk.ErrBadVersion):
-		// The controller moved by itself since we read it: that failover reloads too,
-		// but only if it happened after our write; wait for an epoch above ours anyway.
-	case err != nil:
-		return fmt.Errorf("delete %s: %w", b.p("controller"), err)
-	}
-	b.failover = true
-	for {
-		epoch, err := readControllerEpoch(b.cfg.Conn, b.cfg.Chroot)
-		if err == nil && epoch > before {
-			if ok, _, err := b.cfg.Conn.Exists(b.p("controller")); err == nil && ok {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for a new controller (epoch above %d): %w", before, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // ElectPreferred runs one preferred election: through /admin/preferred_replica_election
 // for zk-reassign (or when the cluster has no ElectLeaders API), else through the API.
-func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (map[TopicPartition]error, error) {
+func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (res map[TopicPartition]error, err error) {
+	defer func() { res, err = classifyEach(res), classify(err) }()
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
@@ -334,7 +252,8 @@ type TopicZnode struct {
 }
 
 // ReadTopicZnode reads and decodes a topic znode.
-func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (*TopicZnode, error) {
+func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (_ *TopicZnode, err error) {
+	defer func() { err = classify(err) }()
 	p := path.Join("/", chroot, "brokers", "topics", topic)
 	data, stat, err := conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -376,7 +295,7 @@ func (z *TopicZnode) Replicas(p int32) ([]int32, error) {
 	parts := z.doc["partitions"].(map[string]any)
 	raw, ok := parts[strconv.Itoa(int(p))]
 	if !ok {
-		return nil, fmt.Errorf("partition %d: %w", p, kerr.UnknownTopicOrPartition)
+		return nil, classify(fmt.Errorf("partition %d: %w", p, kerr.UnknownTopicOrPartition))
 	}
 	return int32s(raw)
 }
@@ -446,11 +365,13 @@ func ParseController(data []byte) (*Controller, error) {
 	return &c, nil
 }
 
-// ErrNoController: no controller is elected right now (transient).
-var ErrNoController = errors.New("no controller is elected right now")
+// ErrNoController: no controller is elected right now (transient: it carries package
+// retry's marker).
+var ErrNoController error = &transientSentinel{"no controller is elected right now"}
 
 // ReadController reads /controller.
-func ReadController(conn *zk.Conn, chroot string) (*Controller, error) {
+func ReadController(conn *zk.Conn, chroot string) (_ *Controller, err error) {
+	defer func() { err = classify(err) }()
 	p := path.Join("/", chroot, "controller")
 	data, stat, err := conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
@@ -485,7 +406,8 @@ type PartitionState struct {
 }
 
 // ReadPartitionState reads a partition's state znode.
-func ReadPartitionState(conn *zk.Conn, chroot string, tp TopicPartition) (*PartitionState, error) {
+func ReadPartitionState(conn *zk.Conn, chroot string, tp TopicPartition) (_ *PartitionState, err error) {
+	defer func() { err = classify(err) }()
 	p := path.Join("/", chroot, "brokers", "topics", tp.Topic, "partitions", strconv.Itoa(int(tp.Partition)), "state")
 	data, _, err := conn.Get(p)
 	if err != nil {

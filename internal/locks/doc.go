@@ -58,4 +58,6 @@
 // ErrDisconnected, ErrReleased or ErrClosed together with the cluster they concern.
 // IsTransient tells which are worth retrying later (busy, lost, no session, ZooKeeper
 // unreachable, timeouts): a handler negatively acknowledges those events with a delay.
+// Every such error also carries package retry's marker (a Transient method that returns
+// true), so retry.IsTransient recognises them without knowing this package.
 package locks

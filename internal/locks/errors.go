@@ -11,21 +11,26 @@ import (
 
 // Sentinel errors. Errors returned by this package wrap them (with %w) together with the
 // cluster and the ZooKeeper session they concern; test them with errors.Is.
+//
+// The transient ones (ErrBusy, ErrLost, ErrNoSession, ErrDisconnected) carry the marker
+// package retry looks for (a Transient method that returns true), and so does every
+// error this package returns that IsTransient accepts (a ZooKeeper connection error, a
+// timeout): retry.IsTransient needs no knowledge of this package.
 var (
 	// ErrBusy: Acquire gave up (its wait timed out) while another claim held the lock.
 	// The error is a *BusyError, which names the holder.
-	ErrBusy = errors.New("lock busy")
+	ErrBusy error = &transientSentinel{"lock busy"}
 	// ErrLost: the lock, or the claim that waited for it, is gone: its ZooKeeper session
 	// expired, was closed, or was cut off for longer than SessionConfig.LossAfterDisconnect,
 	// or its claim node was deleted. A Held that reports it must not be used again.
-	ErrLost = errors.New("lock lost")
+	ErrLost error = &transientSentinel{"lock lost"}
 	// ErrReleased: the Held was released; it is the cause of its Context.
 	ErrReleased = errors.New("lock released")
 	// ErrNoSession: the connection has no ZooKeeper session at the moment.
-	ErrNoSession = errors.New("no zookeeper session")
+	ErrNoSession error = &transientSentinel{"no zookeeper session"}
 	// ErrDisconnected: the connection was down for longer than
 	// SessionConfig.LossAfterDisconnect, so its session is treated as expired.
-	ErrDisconnected = errors.New("disconnected from zookeeper for too long")
+	ErrDisconnected error = &transientSentinel{"disconnected from zookeeper for too long"}
 	// ErrClosed: the Session was closed.
 	ErrClosed = errors.New("zookeeper session closed")
 )
@@ -59,9 +64,58 @@ func (e *BusyError) Unwrap() []error {
 	return []error{ErrBusy, e.cause}
 }
 
+// transientSentinel is a sentinel error worth retrying (package retry's marker).
+type transientSentinel struct{ msg string }
+
+func (e *transientSentinel) Error() string   { return e.msg }
+func (e *transientSentinel) Transient() bool { return true }
+
+// transientError marks a cause that IsTransient accepts but that carries no marker of its
+// own (a go-zookeeper error, a deadline): errors.Is and errors.As see the cause through it.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string   { return e.err.Error() }
+func (e *transientError) Unwrap() error   { return e.err }
+func (e *transientError) Transient() bool { return true }
+
+// mark adds the transient marker to an error that IsTransient accepts and that has no
+// marker yet. Exported functions pass their errors through it, so that package retry
+// recognises them without knowing this package.
+func mark(err error) error {
+	if err == nil || !IsTransient(err) || marked(err) {
+		return err
+	}
+	return &transientError{err}
+}
+
+// marked reports whether an error in err's tree has a Transient method that returns true.
+func marked(err error) bool {
+	for err != nil {
+		if m, ok := err.(interface{ Transient() bool }); ok && m.Transient() {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if marked(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
 // IsTransient reports whether err is worth retrying later, possibly on another worker:
 // the lock was busy or lost, there was no session, ZooKeeper could not be reached, or a
 // wait timed out. A cancelled context, a closed Session and invalid arguments are not.
+// Every error of this package that it accepts also carries the marker package retry
+// looks for, so retry.IsTransient accepts it too.
 func IsTransient(err error) bool {
 	if err == nil {
 		return false

@@ -70,7 +70,7 @@ func (h *Held) Err() error {
 	if h.ctx.Err() == nil {
 		return nil
 	}
-	return context.Cause(h.ctx)
+	return mark(context.Cause(h.ctx))
 }
 
 // Fence returns the check to put first in a zk Multi so that the Multi applies only while
@@ -88,7 +88,8 @@ func (h *Held) Fence() *zk.CheckVersionRequest {
 // to be gone; when the fence fails, it marks the lock lost and returns an error wrapping
 // ErrLost. A Multi given up on (ctx) may still apply, but only while the claim exists, and
 // before a Release of this Held completes (ZooKeeper runs a session's requests in order).
-func (h *Held) Multi(ctx context.Context, ops ...any) ([]zk.MultiResponse, error) {
+func (h *Held) Multi(ctx context.Context, ops ...any) (_ []zk.MultiResponse, err error) {
+	defer func() { err = mark(err) }()
 	if err := h.Err(); err != nil {
 		return nil, fmt.Errorf("fenced write under lock of cluster %s: %w", h.cluster, err)
 	}
@@ -137,7 +138,8 @@ func (h *Held) fenceFailed(ctx context.Context, res []zk.MultiResponse, err erro
 // the deletion as long as ctx allows (after that the deletion goes on in the background).
 // It may be called any number of times, also after the lock was lost, and returns nil
 // once the claim node is gone (or its session is over, which removes it).
-func (h *Held) Release(ctx context.Context) error {
+func (h *Held) Release(ctx context.Context) (err error) {
+	defer func() { err = mark(err) }()
 	h.cancel(fmt.Errorf("lock of cluster %s: %w", h.cluster, ErrReleased))
 	removed := h.l.remove(h.c)
 	h.releaseOnce.Do(func() {

@@ -19,6 +19,12 @@ import (
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
+// markedTransient reports whether err carries the marker package retry looks for.
+func markedTransient(err error) bool {
+	var m interface{ Transient() bool }
+	return errors.As(err, &m) && m.Transient()
+}
+
 // fixture is what an integration test of locks works with: the shared stack, a connection
 // to look at ZooKeeper with, and a lock root of its own.
 type fixture struct {

@@ -132,6 +132,61 @@ func TestIsTransient(t *testing.T) {
 	}
 }
 
+// Every error IsTransient accepts carries, once it leaves the package (mark), the marker
+// package retry looks for; the others do not; the cause stays visible.
+func TestMarkAgreesWithIsTransient(t *testing.T) {
+	busy := &BusyError{Holder: Holder{Worker: "w", Event: "e"}, cause: context.DeadlineExceeded}
+	for _, err := range []error{
+		fmt.Errorf("acquire lock for cluster c: %w", busy),
+		fmt.Errorf("x: %w: %w", ErrLost, ErrClosed),
+		fmt.Errorf("x: %w", ErrNoSession),
+		fmt.Errorf("zookeeper session 0x1: %w (5s)", ErrDisconnected),
+		fmt.Errorf("create /l: %w", zk.ErrConnectionClosed),
+		fmt.Errorf("zookeeper session 0x1: %w", zk.ErrSessionExpired),
+		zk.ErrNoServer,
+		zk.ErrSessionMoved,
+		fmt.Errorf("gave up after 1s: %w", context.DeadlineExceeded),
+		fmt.Errorf("x: %w", context.Canceled),
+		ErrClosed,
+		fmt.Errorf("lock of cluster c: %w", ErrReleased),
+		zk.ErrNoAuth,
+		zk.ErrBadVersion,
+		errors.New("cluster name: empty name"),
+	} {
+		m := mark(err)
+		if got := markedTransient(m); got != IsTransient(err) {
+			t.Errorf("mark(%v) marked %v, IsTransient %v", err, got, IsTransient(err))
+		}
+		if !errors.Is(m, err) || m.Error() != err.Error() || IsTransient(m) != IsTransient(err) {
+			t.Errorf("mark(%v) = %v: changed the error", err, m)
+		}
+		if mark(m) != m {
+			t.Errorf("mark(%v) marked twice", err)
+		}
+		if !IsTransient(err) && m != err {
+			t.Errorf("mark(%v) wrapped an error that is not transient", err)
+		}
+	}
+	for _, err := range []error{ErrBusy, ErrLost, ErrNoSession, ErrDisconnected} {
+		if !markedTransient(err) || mark(err) != err {
+			t.Errorf("sentinel %v is not marked transient itself", err)
+		}
+	}
+	for _, err := range []error{ErrReleased, ErrClosed} {
+		if markedTransient(err) {
+			t.Errorf("sentinel %v is marked transient", err)
+		}
+	}
+	if mark(nil) != nil {
+		t.Error("mark(nil) != nil")
+	}
+}
+
+func markedTransient(err error) bool {
+	var m interface{ Transient() bool }
+	return errors.As(err, &m) && m.Transient()
+}
+
 func TestBusyErrorMessage(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {

@@ -134,7 +134,7 @@ func (l *Locker) Acquire(ctx context.Context, cluster, eventID string, opts ...A
 	start := time.Now()
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("acquire lock for cluster %s: %w", cluster, err)
+			err = mark(fmt.Errorf("acquire lock for cluster %s: %w", cluster, err))
 		}
 	}()
 	if err := checkName(cluster); err != nil {
@@ -196,7 +196,8 @@ func (l *Locker) Do(ctx context.Context, cluster, eventID string, fn func(contex
 }
 
 // Holder returns who holds the lock of cluster, or nil when nobody does.
-func (l *Locker) Holder(ctx context.Context, cluster string) (*Holder, error) {
+func (l *Locker) Holder(ctx context.Context, cluster string) (_ *Holder, err error) {
+	defer func() { err = mark(err) }()
 	if err := checkName(cluster); err != nil {
 		return nil, fmt.Errorf("lock holder of cluster %q: %w", cluster, err)
 	}

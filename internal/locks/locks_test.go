@@ -54,7 +54,7 @@ func TestBusyThenHandOff(t *testing.T) {
 	start := time.Now()
 	_, err = lb.Acquire(ctx, cluster, "event-b", locks.WithWait(300*time.Millisecond))
 	waited := time.Since(start)
-	if !errors.Is(err, locks.ErrBusy) || !errors.Is(err, context.DeadlineExceeded) || !locks.IsTransient(err) {
+	if !errors.Is(err, locks.ErrBusy) || !errors.Is(err, context.DeadlineExceeded) || !locks.IsTransient(err) || !markedTransient(err) {
 		t.Fatalf("acquire of a busy lock: %v, want ErrBusy (transient)", err)
 	}
 	if waited < 300*time.Millisecond || waited > 3*time.Second {
@@ -122,7 +122,7 @@ func TestCancelWhileWaiting(t *testing.T) {
 	if took := time.Since(start); took > time.Second {
 		t.Errorf("cancelled acquire returned after %s", took)
 	}
-	if !errors.Is(r.err, context.Canceled) || errors.Is(r.err, locks.ErrBusy) || locks.IsTransient(r.err) {
+	if !errors.Is(r.err, context.Canceled) || errors.Is(r.err, locks.ErrBusy) || locks.IsTransient(r.err) || markedTransient(r.err) {
 		t.Fatalf("cancelled acquire: %v, %v; want context.Canceled only", r.h, r.err)
 	}
 	f.wantClaims(la, cluster, ha.Node()) // the cancelled claim is gone already
@@ -246,7 +246,7 @@ func TestSessionExpiresWhileWaiting(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := await(t, ch, 15*time.Second)
-	if !errors.Is(r.err, locks.ErrLost) || !errors.Is(r.err, zk.ErrSessionExpired) || !locks.IsTransient(r.err) {
+	if !errors.Is(r.err, locks.ErrLost) || !errors.Is(r.err, zk.ErrSessionExpired) || !locks.IsTransient(r.err) || !markedTransient(r.err) {
 		t.Fatalf("acquire whose session expired: %v, %v; want transient ErrLost", r.h, r.err)
 	}
 	f.wantClaims(la, cluster, ha.Node())
@@ -484,7 +484,7 @@ func TestSessionClose(t *testing.T) {
 	if _, err := s.Current(); !errors.Is(err, locks.ErrClosed) {
 		t.Errorf("Current after Close: %v, want ErrClosed", err)
 	}
-	if _, err := l.Acquire(ctx, cluster, "event-b"); !errors.Is(err, locks.ErrClosed) || locks.IsTransient(err) {
+	if _, err := l.Acquire(ctx, cluster, "event-b"); !errors.Is(err, locks.ErrClosed) || locks.IsTransient(err) || markedTransient(err) {
 		t.Errorf("acquire after Close: %v, want ErrClosed (not transient)", err)
 	}
 	for range events { // the subscription ends with the session

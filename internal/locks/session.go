@@ -158,7 +158,7 @@ func Connect(cfg SessionConfig) (*Session, error) {
 	)
 	if err != nil {
 		s.mu.Unlock()
-		return nil, fmt.Errorf("connect to zookeeper %s: %w", strings.Join(cfg.Servers, ","), err)
+		return nil, mark(fmt.Errorf("connect to zookeeper %s: %w", strings.Join(cfg.Servers, ","), err))
 	}
 	s.conn = conn
 	s.mu.Unlock()
@@ -197,7 +197,8 @@ func (s *Session) currentLocked() (*Generation, error) {
 }
 
 // Wait returns the current session, waiting for one as long as ctx allows.
-func (s *Session) Wait(ctx context.Context) (*Generation, error) {
+func (s *Session) Wait(ctx context.Context) (_ *Generation, err error) {
+	defer func() { err = mark(err) }()
 	for {
 		s.mu.Lock()
 		g, err := s.currentLocked()
@@ -340,7 +341,7 @@ func (s *Session) stopTimer() {
 
 // end ends a generation. s.mu is held.
 func (s *Session) end(g *Generation, err error) {
-	g.err = err
+	g.err = mark(err) // Generation.Err is exported: a ZooKeeper expiry is transient
 	close(g.done)
 	level := zap.WarnLevel
 	if errors.Is(err, ErrClosed) {

@@ -1,26 +1,50 @@
 // Package pipeline consumes kafkamender events from JetStream and turns every one of them
-// into exactly one published result.
+// into exactly one stored result.
 //
 // Guarantees, in order of importance:
 //   - No event is lost: a message is acknowledged only after its result is stored in the
 //     KAFKAMENDER_RESULTS stream. A worker that dies mid-way leaves the message
 //     unacknowledged; JetStream redelivers it (AckWait) to a worker that is alive, whose
 //     handler re-reads the cluster and finishes or finds nothing left to do.
+//   - One result per event id: every final result is stored with a publish that expects
+//     no message on its subject yet (Results.Publish), so of several workers (or a worker
+//     and another that took over its operation) exactly one stores its result; the others
+//     acknowledge the message. The stream, the audit trail, holds one result per id.
 //   - No event runs twice: before running, and again under the cluster lock, the result
 //     stream is asked for an earlier result of the same event id; if there is one it is
-//     published again (replayed) and the message acknowledged. Publishers also set the
-//     JetStream message id to the event id, so a re-publish inside the stream's duplicate
-//     window is not even stored.
+//     published again with Replayed set, as a core NATS message that the results stream
+//     refuses (waiters on the result subject hear it, the stream does not store it), and
+//     the message acknowledged. Publishers
+//     also set the JetStream message id to the event id, so a re-publish inside the
+//     stream's duplicate window is not even stored.
 //   - Every outcome is deliberate: invalid events get a "rejected" result and are
 //     terminated (never retried); expired ones get "expired"; transient failures are
 //     negatively acknowledged with a growing delay until MaxAttempts, then "failed";
 //     permanent failures get "failed" at once. Long operations keep their message alive
-//     with in-progress acknowledgements.
+//     with in-progress acknowledgements. A handler may store its result itself
+//     (Job.Publish, while it still holds the cluster lock); the pipeline then only
+//     acknowledges.
+//   - A stopping worker hands its events on: a handler that gives up because the worker
+//     stops (a transient error once Run's context is done) gets its message negatively
+//     acknowledged with a short delay, never a final result, even on its last attempt.
+//
+// Poison messages. A handler that panics does not take the worker down: the panic is
+// recovered (the handler's own defers, such as its lock release, have run), logged with
+// its stack, the event gets a "failed" result naming the panic, a copy of the message goes
+// to the dead-letter stream KAFKAMENDER_DEAD (subject kafkamender.dead.<cluster>, headers
+// in package events) and the message is terminated. An event whose workers die while
+// handling it (a crash the handler causes, an OOM) is bounded too: the consumer delivers
+// a message at most MaxAttempts+1 times, and a delivery beyond MaxAttempts (possible only
+// when earlier ones ended without a result: their workers stopped, or could not store it)
+// does not run the handler: it gets a "failed" result, a dead letter and is terminated. If even that delivery is lost,
+// JetStream's max-deliveries advisory, which every pipeline listens to, has any worker
+// do the same from the stream, and delete the message, which a work-queue stream would
+// otherwise keep for ever. Each of these steps is idempotent across workers: results are
+// stored once, and dead letters once (their message id is dead-<stream sequence>).
 package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -39,37 +63,12 @@ import (
 // DefaultConsumer is the durable consumer shared by all workers.
 const DefaultConsumer = "kafkamender-workers"
 
-// Job is one delivery of an event to a handler.
-type Job struct {
-	Event   *events.Event
-	Attempt int
-	Worker  string
-	Started time.Time
-	p       *Pipeline
-	msg     jetstream.Msg
-}
-
-// Earlier returns the result already published for this event id, if any. Handlers call
-// it again once they hold the cluster lock: another worker may have finished the same
-// event while this one waited.
-func (j *Job) Earlier(ctx context.Context) (*events.Result, bool, error) {
-	return j.p.earlier(ctx, j.Event.ID)
-}
-
-// Progress publishes a progress report on kafkamender.progress.<id> (best effort) and
-// tells JetStream the message is still being worked on.
-func (j *Job) Progress(v any) {
-	_ = j.msg.InProgress()
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return
-	}
-	_ = j.p.nc.Publish(events.ProgressSubject(j.Event.ID), raw)
-}
-
 // Handler handles one event type. It returns the result to publish, or an error: a
 // transient one (retry.IsTransient) makes the event be tried again later, a permanent one
 // becomes a "failed" result, keeping whatever the returned result already lists as done.
+// A returned result with Replayed set (an earlier result found under the lock) is sent
+// again on the result subject, not stored. Once the handler stored its result with
+// job.Publish, what it returns is only logged.
 type Handler interface {
 	Handle(ctx context.Context, job *Job) (*events.Result, error)
 }
@@ -92,7 +91,12 @@ type Config struct {
 	// in-progress acknowledgements extend it while a handler runs. Default 30s.
 	AckWait time.Duration
 	// MaxAttempts bounds deliveries of an event that keeps failing transiently. Default 10.
+	// The consumer delivers a message at most MaxAttempts+1 times: the last delivery only
+	// records that the workers handling the event stopped each time.
 	MaxAttempts int
+	// RetryDelay is how long to wait before the next delivery of an event whose attempt
+	// failed transiently (attempt is the failed one). Default retry.Delay.
+	RetryDelay func(attempt int) time.Duration
 	// ResultsMaxAge is how long results (the audit trail) are kept. Default 90 days.
 	ResultsMaxAge time.Duration
 	Logger        *zap.Logger
@@ -115,6 +119,9 @@ func (c *Config) setDefaults() {
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 10
 	}
+	if c.RetryDelay == nil {
+		c.RetryDelay = retry.Delay
+	}
 	if c.ResultsMaxAge <= 0 {
 		c.ResultsMaxAge = 90 * 24 * time.Hour
 	}
@@ -132,7 +139,8 @@ type Pipeline struct {
 	log      *zap.Logger
 
 	mu      sync.Mutex
-	results jetstream.Stream
+	results *streamResults
+	evs     jetstream.Stream
 	cons    jetstream.Consumer
 
 	events   *prometheus.CounterVec
@@ -165,8 +173,8 @@ func New(nc *nats.Conn, handlers map[string]Handler, cfg Config) (*Pipeline, err
 	return p, nil
 }
 
-// Setup creates the streams and the durable consumer, or checks that they exist with a
-// compatible configuration.
+// Setup creates the streams (events, results, dead letters) and the durable consumer, or
+// updates them to this worker's configuration (the consumer's AckWait and MaxDeliver).
 func (p *Pipeline) Setup(ctx context.Context) error {
 	evs, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        events.EventsStream,
@@ -192,11 +200,26 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", events.ResultsStream, err)
 	}
+	if _, err := p.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        events.DeadStream,
+		Description: "kafkamender dead letters: events that got a failed result because their handler panicked or their workers kept stopping",
+		Subjects:    []string{events.DeadSubjects},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		MaxAge:      p.cfg.ResultsMaxAge,
+		// Workers that dead-letter the same message store one copy (message id
+		// dead-<stream sequence>); they may do so minutes apart.
+		Duplicates: min(time.Hour, p.cfg.ResultsMaxAge),
+		MaxMsgSize: events.DefaultMaxBytes + 128<<10, // an event and the dead-letter headers
+	}); err != nil {
+		return fmt.Errorf("stream %s: %w", events.DeadStream, err)
+	}
 	cons, err := evs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
 		Durable:           p.cfg.Consumer,
 		Description:       "shared by every kafkamender worker",
 		AckPolicy:         jetstream.AckExplicitPolicy,
 		AckWait:           p.cfg.AckWait,
+		MaxDeliver:        p.cfg.MaxAttempts + 1,
 		MaxAckPending:     1000,
 		FilterSubjects:    p.cfg.FilterSubjects,
 		InactiveThreshold: p.cfg.InactiveThreshold,
@@ -205,16 +228,25 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		return fmt.Errorf("consumer %s: %w%s", p.cfg.Consumer, err, p.overlapping(ctx, evs, err))
 	}
 	p.mu.Lock()
-	p.results, p.cons = res, cons
+	p.results, p.evs, p.cons = &streamResults{js: p.js, stream: res}, evs, cons
 	p.mu.Unlock()
 	return nil
 }
 
 // Run sets up (retrying while NATS is unavailable) and handles events until ctx ends, then
 // waits for the events in hand: their handlers see ctx cancelled and stop before their
-// next write, and the events are left for redelivery.
+// next write, and the events are left for redelivery (soon, by another worker). It also
+// handles the consumer's max-deliveries advisories (see the package doc).
 func (p *Pipeline) Run(ctx context.Context) error {
-	err := retry.Do(ctx, 0, func() error {
+	// Subscribed before Setup, so that once Ready the server has the subscription (it
+	// handles a connection's requests in order); advisories wait in the channel meanwhile.
+	advisories := make(chan *nats.Msg, 64)
+	sub, err := p.nc.ChanSubscribe(p.maxDeliveriesSubject(), advisories)
+	if err != nil {
+		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	err = retry.Do(ctx, 0, func() error {
 		if err := p.Setup(ctx); err != nil {
 			p.log.Warn("jetstream setup failed; retrying", zap.Error(err))
 			return retry.Transient(err)
@@ -227,6 +259,18 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.log.Info("consuming events", zap.String("stream", events.EventsStream), zap.String("consumer", p.cfg.Consumer),
 		zap.Int("concurrency", p.cfg.Concurrency))
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case m := <-advisories:
+				p.maxDeliveries(ctx, m.Data)
+			}
+		}
+	}()
 	for range p.cfg.Concurrency {
 		wg.Add(1)
 		go func() {

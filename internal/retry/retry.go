@@ -1,9 +1,30 @@
-// Package retry is kafkamender's one place that decides which failures are transient (worth
-// trying again: a controller moving, a timeout, a lock held by another worker, a
-// reassignment in progress) and which are permanent (the request cannot succeed as it is),
-// and the small backoff loop used inside handlers. A transient failure that outlasts the
-// handler's own retries becomes a negative acknowledgement with a delay, so the event is
-// tried again later, possibly by another worker.
+// Package retry decides whether a failure is transient (worth trying again: a controller
+// moving, a timeout, a lock held by another worker, a reassignment in progress) or permanent
+// (the request cannot succeed as it is), and holds the small backoff loop used inside
+// handlers. A transient failure that outlasts the handler's own retries becomes a negative
+// acknowledgement with a delay, so the event is tried again later, possibly by another
+// worker.
+//
+// # Contract: each package marks its own transient errors, retry only asks
+//
+// retry knows no other package's errors (it imports neither internal/kafka nor
+// internal/locks nor their clients). An error is transient when any error in its tree
+// (the chain of Unwrap() error, and every branch of Unwrap() []error, as errors.Is walks
+// it) has the method
+//
+//	Transient() bool
+//
+// and it returns true. So a package that knows that one of its errors is worth a retry
+// says so on the error itself: a sentinel of a type whose Transient returns true, or a
+// wrapper that adds the method around a cause (keeping errors.Is and errors.As of the
+// cause working through Unwrap). Wrapping a marked error with fmt.Errorf("...: %w") or
+// errors.Join keeps it transient. A Transient method that returns false marks nothing and
+// vetoes nothing: another marked error in the tree still makes the whole transient.
+// Callers outside such a package mark errors with Transient.
+//
+// Besides the markers, retry recognises by itself what is transient whatever its source:
+// context.Canceled (the worker is stopping, or the lock was lost: someone should do it
+// later), context.DeadlineExceeded, and a net.Error whose Timeout() is true.
 package retry
 
 import (
@@ -13,19 +34,16 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/go-zookeeper/zk"
-	"github.com/twmb/franz-go/pkg/kerr"
-
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/locks"
 )
 
+// transient is the marker Transient adds.
 type transient struct{ err error }
 
-func (t *transient) Error() string { return t.err.Error() }
-func (t *transient) Unwrap() error { return t.err }
+func (t *transient) Error() string   { return t.err.Error() }
+func (t *transient) Unwrap() error   { return t.err }
+func (t *transient) Transient() bool { return true }
 
-// Transient marks err as worth retrying.
+// Transient marks err as worth retrying; errors.Is and errors.As still see err.
 func Transient(err error) error {
 	if err == nil {
 		return nil
@@ -33,29 +51,49 @@ func Transient(err error) error {
 	return &transient{err}
 }
 
-// IsTransient reports whether err is worth retrying later.
+// marker is what a package's transient errors implement.
+type marker interface{ Transient() bool }
+
+// IsTransient reports whether err is worth retrying later: an error in its tree is marked
+// transient (see the package documentation), is context.Canceled or
+// context.DeadlineExceeded, or is a net.Error that timed out.
 func IsTransient(err error) bool {
 	if err == nil {
 		return false
 	}
-	var t *transient
-	var ne net.Error
-	switch {
-	case errors.As(err, &t):
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return true
-	case errors.Is(err, context.Canceled):
-		// The worker is stopping (or the lock was lost): someone should do it later.
-		return true
-	case errors.Is(err, kafka.ErrReassignmentInProgress), errors.Is(err, kafka.ErrNoController):
-		return true
-	case locks.IsTransient(err):
-		return true
-	case kerr.IsRetriable(err), errors.Is(err, kerr.NotController), errors.Is(err, kerr.RequestTimedOut):
-		return true
-	case errors.Is(err, zk.ErrConnectionClosed), errors.Is(err, zk.ErrNoServer), errors.Is(err, zk.ErrSessionExpired), errors.Is(err, zk.ErrClosing):
-		return true
-	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
-		return true
+	}
+	return anyInTree(err, func(e error) bool {
+		if m, ok := e.(marker); ok && m.Transient() {
+			return true
+		}
+		ne, ok := e.(net.Error)
+		return ok && ne.Timeout()
+	})
+}
+
+// anyInTree reports whether f holds for err or any error it wraps, through every branch of
+// joined errors. Unlike errors.As it does not stop at the first error of a type: a marker
+// that says false does not hide a marked error further down.
+func anyInTree(err error, f func(error) bool) bool {
+	for err != nil {
+		if f(err) {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if anyInTree(e, f) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
 	}
 	return false
 }

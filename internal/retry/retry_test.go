@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -12,33 +14,191 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/stack"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
+// marker is an error of some package that says whether it is transient.
+type testMarker struct {
+	msg       string
+	transient bool
+}
+
+func (m *testMarker) Error() string   { return m.msg }
+func (m *testMarker) Transient() bool { return m.transient }
+
+// wrapper marks a cause, as a package's boundary helper does.
+type wrapper struct{ err error }
+
+func (w wrapper) Error() string   { return w.err.Error() }
+func (w wrapper) Unwrap() error   { return w.err }
+func (w wrapper) Transient() bool { return true }
+
+type netErr struct{ timeout bool }
+
+func (e netErr) Error() string   { return fmt.Sprintf("net (timeout %v)", e.timeout) }
+func (e netErr) Timeout() bool   { return e.timeout }
+func (e netErr) Temporary() bool { return false }
+
 func TestIsTransient(t *testing.T) {
+	yes := &testMarker{"controller moving", true}
+	no := &testMarker{"says no", false}
 	for _, tc := range []struct {
+		name string
 		err  error
 		want bool
 	}{
-		{nil, false},
-		{errors.New("topic does not exist"), false},
-		{Transient(errors.New("x")), true},
-		{fmt.Errorf("reorder: %w", kafka.ErrReassignmentInProgress), true},
-		{fmt.Errorf("elect: %w", kerr.NotController), true},
-		{kerr.RequestTimedOut, true},
-		{kerr.UnknownTopicOrPartition, true}, // retriable per Kafka: metadata may lag
-		{kerr.InvalidReplicaAssignment, false},
-		{fmt.Errorf("acquire: %w", locks.ErrBusy), true},
-		{zk.ErrSessionExpired, true},
-		{zk.ErrBadVersion, false},
-		{context.DeadlineExceeded, true},
-		{kafka.ErrEmptyElection, false},
-		{kafka.ErrKRaftController, false},
+		{"nil", nil, false},
+		{"plain", errors.New("topic does not exist"), false},
+
+		// Marked errors, however deep.
+		{"Transient()", Transient(errors.New("x")), true},
+		{"wrapped Transient()", fmt.Errorf("a: %w", fmt.Errorf("b: %w", Transient(errors.New("x")))), true},
+		{"marker", yes, true},
+		{"wrapped marker", fmt.Errorf("reorder: %w", yes), true},
+		{"marking wrapper", fmt.Errorf("x: %w", wrapper{errors.New("cause")}), true},
+		{"marker saying false", fmt.Errorf("x: %w", no), false},
+		{"joined, one marked", errors.Join(errors.New("permanent"), fmt.Errorf("b: %w", yes)), true},
+		{"joined, none marked", errors.Join(errors.New("a"), errors.New("b")), false},
+		{"false does not veto", errors.Join(no, yes), true},
+		{"false above a marked one", fmt.Errorf("%w: %w", no, fmt.Errorf("deeper: %w", yes)), true},
+		{"joined inside wrapped", fmt.Errorf("x: %w", errors.Join(errors.New("a"), errors.Join(errors.New("b"), yes))), true},
+
+		// Whatever the source.
+		{"canceled", context.Canceled, true},
+		{"wrapped canceled", fmt.Errorf("stop: %w", context.Canceled), true},
+		{"deadline", context.DeadlineExceeded, true},
+		{"joined deadline", errors.Join(errors.New("a"), fmt.Errorf("wait: %w", context.DeadlineExceeded)), true},
+		{"os deadline", fmt.Errorf("read: %w", os.ErrDeadlineExceeded), true},
+		{"net timeout", &net.OpError{Op: "dial", Net: "tcp", Err: netErr{timeout: true}}, true},
+		{"wrapped net timeout", fmt.Errorf("metadata: %w", netErr{timeout: true}), true},
+		{"net error, no timeout", &net.OpError{Op: "dial", Net: "tcp", Err: netErr{timeout: false}}, false},
+		{"dns not found", &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, false},
+
+		// retry knows no one's error codes: unmarked Kafka and ZooKeeper errors are not
+		// transient here; the packages that return them mark them.
+		{"unmarked kerr", kerr.NotController, false},
+		{"unmarked zk", zk.ErrSessionExpired, false},
 	} {
 		if got := IsTransient(tc.err); got != tc.want {
-			t.Errorf("IsTransient(%v) = %v, want %v", tc.err, got, tc.want)
+			t.Errorf("%s: IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }
+
+func TestTransientKeepsTheCause(t *testing.T) {
+	cause := fmt.Errorf("x: %w", kerr.NotController)
+	err := Transient(cause)
+	var ke *kerr.Error
+	if !errors.Is(err, kerr.NotController) || !errors.As(err, &ke) || err.Error() != cause.Error() {
+		t.Errorf("Transient(%v) = %v hides its cause", cause, err)
+	}
+	if Transient(nil) != nil {
+		t.Error("Transient(nil) != nil")
+	}
+}
+
+// Errors of internal/kafka and internal/locks that were transient when retry classified
+// them itself are still: each package marks them.
+func TestIsTransientOfKafkaAndLocks(t *testing.T) {
+	znode, err := kafka.DecodeTopicZnode([]byte(`{"version":2,"partitions":{"0":[1,2]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, missingPartition := znode.Replicas(7)
+
+	// A ZooKeeper connection that is closed: go-zookeeper answers every request with
+	// an error of its own.
+	conn, _, err := zk.Connect([]string{"127.0.0.1:1"}, time.Second, zk.WithLogInfo(false), zk.WithLogger(quiet{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	_, closedZK := kafka.ReadController(conn, "/kafka")
+
+	// No ZooKeeper answers: Wait gives up without a session.
+	sess, err := locks.Connect(locks.SessionConfig{Servers: []string{"127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, noSession := sess.Wait(ctx)
+
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"kafka reassignment in progress", fmt.Errorf("reorder: %w: t-0", kafka.ErrReassignmentInProgress), true},
+		{"kafka no controller", kafka.ErrNoController, true},
+		{"kafka missing partition (retriable)", missingPartition, true},
+		{"kafka closed zookeeper", closedZK, true},
+		{"kafka empty election", kafka.ErrEmptyElection, false},
+		{"kafka kraft controller", kafka.ErrKRaftController, false},
+		{"kafka not a reorder", kafka.ErrNotReorder, false},
+		{"locks busy", fmt.Errorf("acquire: %w", locks.ErrBusy), true},
+		{"locks busy error", &locks.BusyError{Holder: locks.Holder{Worker: "w"}}, true},
+		{"locks lost", fmt.Errorf("x: %w: %w", locks.ErrLost, locks.ErrClosed), true},
+		{"locks no session", locks.ErrNoSession, true},
+		{"locks disconnected", locks.ErrDisconnected, true},
+		{"locks wait without a session", noSession, true},
+		{"locks released", locks.ErrReleased, false},
+		{"locks closed", locks.ErrClosed, false},
+	} {
+		if tc.err == nil {
+			t.Errorf("%s: no error", tc.name)
+			continue
+		}
+		if got := IsTransient(tc.err); got != tc.want {
+			t.Errorf("%s: IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+		// What locks calls transient, retry does too.
+		if locks.IsTransient(tc.err) && !IsTransient(tc.err) {
+			t.Errorf("%s: locks.IsTransient(%v) but not retry.IsTransient", tc.name, tc.err)
+		}
+	}
+	if !errors.Is(closedZK, zk.ErrClosing) && !errors.Is(closedZK, zk.ErrConnectionClosed) {
+		t.Errorf("ReadController on a closed connection = %v, want a zk connection error", closedZK)
+	}
+	if !errors.Is(noSession, locks.ErrNoSession) {
+		t.Errorf("Wait = %v, want ErrNoSession", noSession)
+	}
+}
+
+// Kafka's own retriable errors come back marked from the kafka package (integration).
+func TestIsTransientOfKafkaErrors(t *testing.T) {
+	env := testenv.Get(t)
+	cl := env.Kafka(t, "local")
+	topic := testenv.Name(t, "missing")
+	err := kafka.SubmitReassignment(t.Context(), cl, map[kafka.TopicPartition][]int32{{Topic: topic, Partition: 0}: {1, 2}})
+	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("reassign a missing topic = %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	if !IsTransient(err) {
+		t.Errorf("IsTransient(%v) = false", err)
+	}
+	// A permanent one stays permanent.
+	existing := testenv.Name(t, "rf")
+	testenv.CreateTopic(t, cl, existing, [][]int32{{1, 2}}, nil)
+	err = kafka.SubmitReassignment(t.Context(), cl, map[kafka.TopicPartition][]int32{{Topic: existing, Partition: 0}: {1, 1}})
+	if err == nil {
+		t.Fatal("a reassignment to a duplicate replica was accepted")
+	}
+	if IsTransient(err) {
+		t.Errorf("IsTransient(%v) = true", err)
+	}
+	// ZooKeeper read of a topic that does not exist: retriable per Kafka (metadata lags).
+	_, err = kafka.ReadTopicZnode(env.ZooKeeper(t), stack.KafkaChroot, topic)
+	if !IsTransient(err) {
+		t.Errorf("IsTransient(%v) = false", err)
+	}
+}
+
+type quiet struct{}
+
+func (quiet) Printf(string, ...any) {}
 
 func TestDoStopsOnPermanent(t *testing.T) {
 	n := 0
@@ -50,6 +210,20 @@ func TestDoStopsOnPermanent(t *testing.T) {
 		return errors.New("never")
 	}, nil)
 	if err == nil || err.Error() != "never" || n != 3 {
+		t.Fatalf("err %v after %d calls", err, n)
+	}
+}
+
+func TestDoRetriesMarkedErrors(t *testing.T) {
+	n := 0
+	err := Do(context.Background(), time.Minute, func() error {
+		n++
+		if n < 3 {
+			return fmt.Errorf("reorder: %w", kafka.ErrReassignmentInProgress)
+		}
+		return nil
+	}, nil)
+	if err != nil || n != 3 {
 		t.Fatalf("err %v after %d calls", err, n)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -275,9 +276,12 @@ func (e *Env) KillBroker(t testing.TB, cluster string, id int32) {
 
 func (e *Env) waitUnlisted(t testing.TB, c stack.Cluster, id int32) {
 	t.Helper()
-	adm := e.Admin(t, c.Name)
+	cl := e.Kafka(t, c.Name)
 	Eventually(t, 90*time.Second, func() error {
-		md, err := adm.BrokerMetadata(t.Context())
+		// A fresh request: kadm's BrokerMetadata may answer from the client's cache.
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		md, err := req.RequestWith(t.Context(), cl)
 		if err != nil {
 			return err
 		}
@@ -297,6 +301,27 @@ func (e *Env) StartBroker(t testing.TB, cluster string, id int32) {
 	c := e.Cluster(t, cluster)
 	if err := e.Stack.Start(t.Context(), c.ServerName(id)); err != nil {
 		t.Fatalf("start %s: %v", c.ServerName(id), err)
+	}
+}
+
+// PauseBroker stops a broker's process (SIGSTOP) without it knowing: it holds its
+// connections and sessions but answers nothing, as a broker stalled by a long GC pause or
+// a full disk would. ResumeBroker (or the end of the test) lets it go on.
+func (e *Env) PauseBroker(t testing.TB, cluster string, id int32) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	c := e.Cluster(t, cluster)
+	if err := e.Stack.Pause(c.ServerName(id)); err != nil {
+		t.Fatalf("pause %s: %v", c.ServerName(id), err)
+	}
+}
+
+// ResumeBroker lets a paused broker go on (SIGCONT).
+func (e *Env) ResumeBroker(t testing.TB, cluster string, id int32) {
+	t.Helper()
+	c := e.Cluster(t, cluster)
+	if err := e.Stack.Resume(c.ServerName(id)); err != nil {
+		t.Fatalf("resume %s: %v", c.ServerName(id), err)
 	}
 }
 
@@ -361,4 +386,30 @@ func (e *Env) FreeEventsStream(t testing.TB) {
 	if err := s.DeleteConsumer(t.Context(), "kafkamender-workers"); err == nil {
 		t.Logf("deleted the default consumer kafkamender-workers left on the local stack")
 	}
+}
+
+// LockBrokerThrottles serialises, across test processes, the tests that set broker-level
+// replication throttle rates (leader/follower.replication.throttled.rate): those are
+// cluster-wide, and two operations restoring them by compare-and-restore at once would
+// each be right and together leave a value behind. Held until the test ends.
+func (e *Env) LockBrokerThrottles(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(e.Stack.StateDir()), "tests.throttles"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatalf("throttle lock: %v", err)
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("throttle lock: %v", err)
+		}
+		break
+	}
+	t.Cleanup(func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		f.Close()
+	})
 }

@@ -3,12 +3,15 @@ package worker
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
+	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
@@ -18,7 +21,7 @@ import (
 // cluster with its own ZooKeeper keeps its lock there (same ensemble as its metadata, so
 // the backends' ZooKeeper writes are fenced by the lock); the others use the lock
 // ZooKeeper.
-func (w *Worker) newPipeline(c *clients) (*pipeline.Pipeline, error) {
+func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipeline, error) {
 	cfg := w.cfg
 	clusters := map[string]*handlers.Cluster{}
 	for _, kc := range c.clusters {
@@ -48,18 +51,31 @@ func (w *Worker) newPipeline(c *clients) (*pipeline.Pipeline, error) {
 		return nil, err
 	}
 	bo, rf := cfg.BrokerOverloaded, cfg.ReplicationFactor
-	hs := map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: &handlers.ReplicaChange{Clusters: clusters, Logger: w.logger.Named("replica-change"), Metrics: metrics,
-			RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
-				ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal}},
-		events.TypeBrokerOverloaded: &handlers.BrokerOverloaded{Clusters: clusters, JS: js, Logger: w.logger.Named("broker-overloaded"), Metrics: metrics,
-			CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
+	h, err := handlers.New(handlers.Config{
+		Clusters: clusters,
+		Journal:  journal.New(js),
+		JS:       js,
+		Logger:   w.logger.Named("handlers"),
+		Metrics:  metrics,
+		RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
+			ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal, ThrottleSettle: rf.ThrottleSettle},
+		Overloaded: handlers.OverloadedOptions{CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
+		Hook:       pauseHook(w.logger, ctx.Done()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	hs := map[string]pipeline.Handler{}
+	for _, typ := range h.Types() {
+		hs[typ] = h
 	}
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
 		Worker:         cfg.Worker.ID,
 		Clusters:       cfg.ClusterNames(),
 		Consumer:       cfg.NATS.Consumer,
 		FilterSubjects: cfg.NATS.Subjects,
+		AckWait:        cfg.NATS.AckWait,
+		MaxAttempts:    cfg.NATS.MaxAttempts,
 		Logger:         w.logger,
 		Registerer:     w.registry,
 	})
@@ -72,5 +88,34 @@ func pipelineProbe(p *pipeline.Pipeline) probeFunc {
 			return "", err
 		}
 		return "consuming " + events.EventsStream, nil
+	}
+}
+
+// PauseEnv names the environment variable of fault tests: a comma-separated list of
+// handler steps (handlers.Step*) at which the worker stops until it is told to stop
+// (SIGTERM), so that a test can kill it there (kill -9) or stop it there at a known point.
+// Unset in production.
+const PauseEnv = "KAFKAMENDER_PAUSE_AT"
+
+// pauseHook returns the handlers' step hook from PauseEnv, or nil.
+func pauseHook(logger *zap.Logger, stopping <-chan struct{}) func(step string) {
+	list := os.Getenv(PauseEnv)
+	if list == "" {
+		return nil
+	}
+	steps := map[string]bool{}
+	for _, s := range strings.Split(list, ",") {
+		steps[strings.TrimSpace(s)] = true
+	}
+	logger.Warn("fault-test pauses are on: the worker stops for ever at these steps", zap.String(PauseEnv, list))
+	return func(step string) {
+		if !steps[step] {
+			return
+		}
+		logger.Warn("paused for a fault test", zap.String("step", step))
+		_ = logger.Sync()
+		// The marker a test waits for, on stderr whatever the log format.
+		fmt.Fprintf(os.Stderr, "KAFKAMENDER-PAUSED %s\n", step)
+		<-stopping
 	}
 }

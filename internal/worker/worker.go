@@ -131,7 +131,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	w.logStartup(addr)
 
-	pl, err := w.newPipeline(deps)
+	pl, err := w.newPipeline(ctx, deps)
 	if err != nil {
 		_ = ln.Close()
 		return err

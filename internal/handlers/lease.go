@@ -1,0 +1,388 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/retry"
+)
+
+func transient(err error) error { return retry.Transient(err) }
+
+// cleanupTimeout bounds the writes of a rollback, a throttle restore and the publication of
+// a result, which run after the operation's own context may have ended (a timeout).
+const cleanupTimeout = 30 * time.Second
+
+// lease is a cluster's lock held for one delivery: every cluster write is made under it.
+type lease struct {
+	c    *Cluster
+	held *locks.Held
+	// ctx is the delivery's context, also cancelled when the lock is lost.
+	ctx      context.Context
+	delivery context.Context // the delivery's context alone: done when the worker stops
+	stop     func()
+}
+
+// alive is nil while the lock is held, else why it is not.
+func (l *lease) alive() error { return l.held.Err() }
+
+// lost reports whether the lock was lost (not merely released).
+func (l *lease) lost() bool { return errors.Is(l.held.Err(), locks.ErrLost) }
+
+// stopping reports whether the worker is stopping (the delivery's context ended).
+func (l *lease) stopping() bool { return l.delivery.Err() != nil }
+
+// writeCtx is for writes that must happen after the operation's context ended (a
+// timeout's rollback, the result): it lives while the lock is held, at most d.
+func (l *lease) writeCtx(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(l.held.Context(), d)
+}
+
+func (l *lease) release(log *zap.Logger) {
+	l.stop()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.delivery), 10*time.Second)
+	defer cancel()
+	if err := l.held.Release(ctx); err != nil {
+		log.Warn("release lock", zap.Error(err))
+	}
+}
+
+// acquire takes the cluster's lock for the job. When another worker finished the same
+// event meanwhile, it returns that result to replay instead. While the lock holder is
+// finishing this very event's operation (it took it over from the journal), it keeps
+// waiting rather than failing as busy: the result will come from there.
+func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (*lease, *events.Result, error) {
+	var held *locks.Held
+	for {
+		var err error
+		held, err = c.Locker.Acquire(ctx, c.Name, job.Event.ID)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, locks.ErrBusy) {
+			return nil, nil, fmt.Errorf("lock cluster %s: %w", c.Name, err)
+		}
+		if earlier, ok, e := job.Earlier(ctx); e == nil && ok {
+			earlier.Replayed = true
+			return nil, earlier, nil
+		}
+		rec, e := h.cfg.Journal.Get(ctx, c.Name)
+		if e != nil || rec == nil || rec.Event != job.Event.ID {
+			return nil, nil, fmt.Errorf("lock cluster %s: %w", c.Name, err)
+		}
+		log.Info("the lock holder is finishing this event's operation; waiting for it", zap.String("holder", rec.Worker))
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(held.Context(), func() { cancel(context.Cause(held.Context())) })
+	l := &lease{c: c, held: held, ctx: lctx, delivery: ctx, stop: func() { stop(); cancel(nil) }}
+	earlier, ok, err := job.Earlier(lctx)
+	if err != nil || ok {
+		l.release(log)
+		if err != nil {
+			return nil, nil, err
+		}
+		earlier.Replayed = true
+		return nil, earlier, nil
+	}
+	return l, nil, nil
+}
+
+// exec is one operation being carried out under the lock.
+type exec struct {
+	h   *Handlers
+	l   *lease
+	job *pipeline.Job
+	t   task
+	op  *journal.Op // nil until the operation is journaled
+	res *events.Result
+	log *zap.Logger
+}
+
+// begin journals a fresh operation: from here on it can be finished or rolled back by
+// whoever holds the lock next. e's identity fields are filled here.
+func (x *exec) begin(ctx context.Context, e journal.Entry) error {
+	raw, err := json.Marshal(x.job.Raw)
+	if err != nil {
+		return err
+	}
+	ev := x.job.Event
+	e.Event, e.Type, e.Cluster, e.Request = ev.ID, ev.Type, ev.Cluster, raw
+	e.Worker, e.Attempt = x.job.Worker, x.job.Attempt
+	e.Strategy = x.res.Strategy
+	if e.Step == "" {
+		e.Step = journal.StepPlanned
+	}
+	op, err := x.h.cfg.Journal.Begin(ctx, x.l.alive, e)
+	if err != nil {
+		return err
+	}
+	x.op = op
+	x.hook(StepJournalWritten)
+	return nil
+}
+
+// save records the step reached (and whatever else changed in x.op.Entry).
+func (x *exec) save(ctx context.Context, step journal.Step) error {
+	x.op.Entry.Step = step
+	return x.op.Save(ctx)
+}
+
+func (x *exec) hook(step string) {
+	x.log.Debug("step", zap.String("step", step))
+	x.h.cfg.Hook(step)
+}
+
+// locked runs the event under the cluster's lock: resolve the journal, run (fresh or
+// resumed), then finish (publish, delete the journal) or leave for a retry.
+func (h *Handlers) locked(ctx context.Context, job *pipeline.Job, c *Cluster, t task, res *events.Result, log *zap.Logger) (*events.Result, error) {
+	l, replay, err := h.acquire(ctx, c, job, log)
+	if err != nil {
+		return res, err
+	}
+	if replay != nil {
+		log.Info("event already handled; replaying its result", zap.String("status", string(replay.Status)))
+		return replay, nil
+	}
+	defer l.release(log)
+
+	rec, err := h.cfg.Journal.Get(l.ctx, c.Name)
+	if err != nil {
+		return res, err
+	}
+	if rec != nil && rec.Event != job.Event.ID {
+		if err := h.takeOver(l, job, rec, log); err != nil {
+			return res, fmt.Errorf("resolve the operation of event %s left in the journal by worker %s: %w", rec.Event, rec.Worker, err)
+		}
+		rec = nil
+	}
+	res.StartedAt = time.Now()
+	x := &exec{h: h, l: l, job: job, t: t, res: res, log: log}
+	var runErr error
+	if rec == nil {
+		runErr = t.start(l.ctx, x)
+	} else {
+		log.Info("resuming the operation of an earlier attempt", zap.String("step", string(rec.Step)),
+			zap.String("by", rec.Worker), zap.Int("attempt", rec.Attempt))
+		x.op, runErr = h.cfg.Journal.Adopt(l.ctx, l.alive, rec, job.Worker, job.Attempt)
+		if runErr == nil {
+			runErr = t.resume(l.ctx, x)
+		}
+	}
+	return h.finish(x, runErr)
+}
+
+// finish ends a run: it leaves the journal for a retry (transient failure, lock lost,
+// worker stopping), or rolls back what is half-done (final failure), then publishes the
+// result under the lock and deletes the journal entry.
+func (h *Handlers) finish(x *exec, runErr error) (*events.Result, error) {
+	l, res, log := x.l, x.res, x.log
+	if x.op == nil {
+		// Nothing was journaled, so nothing was written: the pipeline publishes, retries
+		// or reports.
+		return asResult(res, runErr)
+	}
+	if runErr != nil {
+		switch {
+		case l.alive() != nil:
+			log.Warn("lock lost: stopping without another write; the next holder resumes from the journal", zap.Error(runErr))
+			return res, transient(fmt.Errorf("%w (lock: %v)", runErr, l.alive()))
+		case l.stopping():
+			log.Info("worker stopping: leaving the operation in flight for the next holder", zap.Error(runErr))
+			return res, transient(runErr)
+		case retry.IsTransient(runErr) && !x.job.LastAttempt:
+			return res, runErr
+		}
+		// A final failure: put back what is half-done.
+		why := runErr.Error()
+		if retry.IsTransient(runErr) {
+			why = fmt.Sprintf("gave up after %d attempts: %v", x.job.Attempt, runErr)
+		}
+		if isRejection(runErr) {
+			res.Status = events.StatusRejected
+		} else {
+			res.Status = events.StatusFailed
+		}
+		ctx, cancel := l.writeCtx(cleanupTimeout)
+		summary, err := x.rollbackAndReport(ctx)
+		cancel()
+		if err != nil {
+			if l.alive() != nil || retry.IsTransient(err) && !x.job.LastAttempt {
+				return res, transient(fmt.Errorf("%s; rollback: %w", why, err))
+			}
+			summary = strings.TrimPrefix(summary+"; rollback failed: "+err.Error(), "; ")
+		}
+		res.Error = why
+		if summary != "" {
+			res.Error += "; " + summary
+		}
+	}
+	return x.publish()
+}
+
+// rollbackAndReport rolls back x.op; the task's rollback also reports, in x.res.Changes,
+// the changes that remain.
+func (x *exec) rollbackAndReport(ctx context.Context) (string, error) {
+	if err := x.save(ctx, journal.StepRollingBack); err != nil {
+		return "", err
+	}
+	return x.t.rollback(ctx, x)
+}
+
+// publish stores the result of a journaled operation while the lock is held, then deletes
+// the journal entry.
+func (x *exec) publish() (*events.Result, error) {
+	ctx, cancel := x.l.writeCtx(cleanupTimeout)
+	defer cancel()
+	e := &x.op.Entry
+	for _, n := range e.Notes {
+		x.res.AddNote(n)
+	}
+	x.res.ThrottlesKept = e.ThrottlesKept
+	if e.Nudge != nil && e.Nudge.FailoverStarted {
+		x.res.ControllerFailover = true
+	}
+	if err := x.save(ctx, journal.StepDone); err != nil {
+		return x.res, err
+	}
+	x.hook(StepBeforeResult)
+	stored, published, err := x.job.Publish(ctx, x.res)
+	if err != nil {
+		return x.res, transient(fmt.Errorf("publish the result: %w", err))
+	}
+	if !published {
+		x.log.Info("a result was stored already for this event; keeping it", zap.String("status", string(stored.Status)))
+	}
+	x.hook(StepResultPublished)
+	if err := x.op.Delete(ctx); err != nil {
+		// The next holder finds the entry with the result stored and deletes it.
+		x.log.Warn("delete the journal entry", zap.Error(err))
+	}
+	return stored, nil
+}
+
+// takeOver resolves the journal entry rec of another event, left by a holder that is gone
+// (this worker holds the lock): finished to its end and its result published, or, when
+// its result was stored already, deleted (after rolling back what a holder that gave up
+// left half-done).
+func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, log *zap.Logger) error {
+	ctx := l.ctx
+	log = log.With(zap.String("orphan", rec.Event), zap.String("orphan_type", rec.Type), zap.String("step", string(rec.Step)))
+	var raw pipeline.RawEvent
+	if err := json.Unmarshal(rec.Request, &raw); err != nil {
+		return fmt.Errorf("decode its request: %w", err)
+	}
+	ev, err := raw.Decode(events.DecodeOptions{Clusters: h.clusters})
+	if err != nil {
+		return fmt.Errorf("decode its event: %w", err)
+	}
+	xjob := job.Adopt(ev, raw, rec.Attempt+1)
+	xjob.LastAttempt = false // this delivery's last attempt is not the orphan's
+	xres := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, StartedAt: time.Now()}
+	xlog := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster), zap.String("taken_over_by", job.Event.ID))
+	t, _, err := h.prepare(ctx, xjob, xres, xlog)
+	if err != nil {
+		return fmt.Errorf("this worker cannot carry it out (%w): an operator must resolve the journal entry", err)
+	}
+	earlier, done, err := job.Results.Earlier(ctx, ev.ID)
+	if err != nil {
+		return err
+	}
+	op, err := h.cfg.Journal.Adopt(ctx, l.alive, rec, job.Worker, rec.Attempt+1)
+	if err != nil {
+		return err
+	}
+	x := &exec{h: h, l: l, job: xjob, t: t, op: op, res: xres, log: xlog}
+	if done {
+		if rec.Step != "done" {
+			log.Warn("its result is stored but its holder gave up before finishing: rolling back what it left", zap.String("status", string(earlier.Status)))
+			summary, err := t.rollback(ctx, x)
+			if err != nil {
+				return fmt.Errorf("roll back: %w", err)
+			}
+			log.Info("rolled back", zap.String("summary", summary))
+		}
+		return op.Delete(ctx)
+	}
+	log.Info("finishing the operation of an event whose worker is gone")
+	h.cfg.Metrics.takeover()
+	out, err := h.finish(x, t.resume(ctx, x))
+	if err != nil {
+		return err
+	}
+	h.cfg.Metrics.observe(out)
+	return nil
+}
+
+var _ pipeline.Finisher = (*Handlers)(nil)
+
+// Replayed implements pipeline.Finisher: after a replay, a journal entry of the event whose
+// operation was over (its holder died after storing the result, before deleting the entry)
+// is deleted.
+func (h *Handlers) Replayed(ctx context.Context, job *pipeline.Job) {
+	ev := job.Event
+	if _, ok := h.cfg.Clusters[ev.Cluster]; !ok {
+		return
+	}
+	rec, err := h.cfg.Journal.Get(ctx, ev.Cluster)
+	if err != nil || rec == nil || rec.Event != ev.ID || rec.Step != journal.StepDone {
+		return
+	}
+	if err := h.cfg.Journal.Forget(ctx, rec); err != nil {
+		h.log.Info("tidy the journal after a replay", zap.String("id", ev.ID), zap.Error(err))
+	}
+}
+
+// Abandon implements pipeline.Finisher: an event given up on (delivered more often than
+// allowed) has what its attempts left half-done rolled back under the lock, as on any
+// final failure, and its result, with the changes that remain, stored before its journal
+// entry is deleted.
+func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string) (*events.Result, error) {
+	ev := job.Event
+	c, ok := h.cfg.Clusters[ev.Cluster]
+	if !ok {
+		return nil, nil
+	}
+	rec, err := h.cfg.Journal.Get(ctx, c.Name)
+	if err != nil || rec == nil || rec.Event != ev.ID {
+		return nil, err // nothing of this event's was written
+	}
+	log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
+	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Status: events.StatusFailed, Error: reason, StartedAt: time.Now()}
+	t, _, err := h.prepare(ctx, job, res, log)
+	if err != nil {
+		return nil, err
+	}
+	l, replay, err := h.acquire(ctx, c, job, log)
+	if err != nil || replay != nil {
+		return replay, err
+	}
+	defer l.release(log)
+	if rec, err = h.cfg.Journal.Get(l.ctx, c.Name); err != nil || rec == nil || rec.Event != ev.ID {
+		return nil, err
+	}
+	op, err := h.cfg.Journal.Adopt(l.ctx, l.alive, rec, job.Worker, job.Attempt)
+	if err != nil {
+		return nil, err
+	}
+	x := &exec{h: h, l: l, job: job, t: t, op: op, res: res, log: log}
+	log.Warn("abandoning the event: rolling back what its attempts left", zap.String("step", string(rec.Step)))
+	summary, err := x.rollbackAndReport(l.ctx)
+	if err != nil {
+		return nil, fmt.Errorf("roll back: %w", err)
+	}
+	res.Status = events.StatusFailed
+	if summary != "" {
+		res.Error += "; " + summary
+	}
+	return x.publish()
+}

@@ -1,0 +1,360 @@
+// Package journal is kafkamender's operation journal: for each Kafka cluster, the record of
+// the one operation in hand on it — which event, what was planned, which reassignments were
+// started, which throttle keys were set and what they held before, how far it got — kept in
+// a JetStream key-value bucket (Bucket, key = cluster name) beside the events and results.
+//
+// # Why
+//
+// A worker can die at any step of an operation (kill -9, OOM, a node drained). Kafka keeps
+// going without it: reassignments keep copying, throttles stay set, a reordered replica list
+// waits for its election. Everything the next worker needs to finish or undo the operation
+// must therefore live outside the worker's memory, written before the cluster write it
+// describes. That is this journal.
+//
+// # Rules
+//
+//   - One entry per cluster. Only the holder of the cluster's lock writes it: Begin creates
+//     the entry (it fails when one exists: that operation must be resolved first), Adopt
+//     makes the caller the writer of an entry left by a holder that is gone, Save updates
+//     it, Delete removes it once the operation's result is stored.
+//   - Writes are revision-checked (compare-and-set on the entry's last revision): a worker
+//     that lost its lock and did not notice yet cannot overwrite the entry once the next
+//     holder adopted it; its write fails with ErrFenced, and it must stop.
+//   - Before every write the lease check given to Begin/Adopt runs: once the holder knows
+//     its lock is lost, it writes nothing, not even to the journal.
+//   - A journal write happens before the cluster write it describes. So the entry may claim
+//     a write that never happened (the worker died in between), never the reverse: whoever
+//     resumes compares the entry with a fresh read of the cluster and acts on what it finds.
+//
+// How the handlers resume, finish or roll back an entry is described in package handlers.
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/plan"
+)
+
+// Bucket is the JetStream key-value bucket of the journal; its keys are cluster names.
+const Bucket = "KAFKAMENDER_JOURNAL"
+
+// Step is how far an operation got. Steps only inform (operators, logs, the choice between
+// finishing and rolling back); the truth of what the cluster holds comes from reading it.
+type Step string
+
+const (
+	StepPlanned     Step = "planned"    // plan recorded, nothing written to the cluster yet
+	StepReordering  Step = "reordering" // reorders sent (or about to be)
+	StepElecting    Step = "electing"   // reorders done; preferred elections sent (or about to be)
+	StepThrottling  Step = "throttling" // throttle keys recorded, being set
+	StepCopying     Step = "copying"    // reassignments submitted, replicas copying
+	StepRollingBack Step = "rolling-back"
+	StepDone        Step = "done" // the cluster holds the outcome; the result is being published
+)
+
+// Entry is the record of one operation on one cluster.
+type Entry struct {
+	Event   string `json:"event"`
+	Type    string `json:"type"`
+	Cluster string `json:"cluster"`
+	// Request is the event's message as received (subject, headers, body), so that any
+	// holder of the lock can decode the event again and finish its operation.
+	Request json.RawMessage `json:"request"`
+	// Worker and Attempt are the writer of the last revision and its delivery attempt.
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+	// Started is when the first attempt started under the lock; Updated the last write.
+	Started time.Time `json:"started_at"`
+	Updated time.Time `json:"updated_at"`
+	// Deadline bounds the whole operation across attempts (replication-factor changes).
+	Deadline time.Time `json:"deadline,omitzero"`
+	Strategy string    `json:"strategy"`
+	Step     Step      `json:"step"`
+
+	// Changes is the plan: every partition the event changes, with its state before the
+	// first attempt (ReplicasBefore, LeaderBefore) and the state asked for (…After).
+	Changes []plan.Change          `json:"changes"`
+	Skipped []plan.Skip            `json:"skipped,omitempty"`
+	Noop    []kafka.TopicPartition `json:"noop,omitempty"`
+	// Reassignments lists the partitions whose reassignment (to Changes' ReplicasAfter) was
+	// submitted by this operation: they are ours, not someone else's, when found running.
+	Reassignments []kafka.TopicPartition `json:"reassignments,omitempty"`
+	// Throttles are the throttle keys this operation sets, with the values before and ours;
+	// ThrottlesKept the keys found holding someone else's value, left alone.
+	Throttles     []kafka.ThrottleKey  `json:"throttles,omitempty"`
+	ThrottlesKept []kafka.KeptThrottle `json:"throttles_kept,omitempty"`
+	// Nudge is the zk-nudge strategy's progress (topic znodes rewritten, failover).
+	Nudge *kafka.NudgeState `json:"nudge,omitempty"`
+	// Notes are remarks for the result (what was kept, rolled back, taken over).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Submitted reports whether the reassignment of tp was submitted by this operation.
+func (e *Entry) Submitted(tp kafka.TopicPartition) bool {
+	for _, s := range e.Reassignments {
+		if s == tp {
+			return true
+		}
+	}
+	return false
+}
+
+// Record is an entry as stored, with its revision.
+type Record struct {
+	Entry
+	Revision uint64
+}
+
+// Errors.
+var (
+	// ErrExists: Begin found an entry for the cluster (an operation to resolve first:
+	// transient, the next attempt resolves it).
+	ErrExists = &transientError{errors.New("the cluster has an operation in the journal already")}
+	// ErrFenced: the entry changed since this holder last wrote it (another holder adopted
+	// it): this holder has lost its lock and must stop.
+	ErrFenced = &fencedError{}
+)
+
+type fencedError struct{}
+
+func (*fencedError) Error() string {
+	return "journal entry changed by another holder since our last write: the lock is lost"
+}
+
+// Transient: the event is worth trying again (the new holder finishes the operation).
+func (*fencedError) Transient() bool { return true }
+
+type transientError struct{ err error }
+
+func (e *transientError) Error() string   { return e.err.Error() }
+func (e *transientError) Unwrap() error   { return e.err }
+func (e *transientError) Transient() bool { return true }
+
+// Store is the journal bucket. It binds to the bucket (creating it when missing) on first
+// use, so that a worker starts while NATS is still unreachable.
+type Store struct {
+	js jetstream.JetStream
+
+	mu     sync.Mutex
+	bucket jetstream.KeyValue
+}
+
+// New returns the journal on js.
+func New(js jetstream.JetStream) *Store { return &Store{js: js} }
+
+func (s *Store) kv(ctx context.Context) (jetstream.KeyValue, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bucket != nil {
+		return s.bucket, nil
+	}
+	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      Bucket,
+		Description: "kafkamender operation journal: the operation in hand on each Kafka cluster",
+		History:     16,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, &transientError{fmt.Errorf("key-value bucket %s: %w", Bucket, err)}
+	}
+	s.bucket = kv
+	return kv, nil
+}
+
+// Get returns the cluster's entry, or nil when it has none.
+func (s *Store) Get(ctx context.Context, cluster string) (*Record, error) {
+	kv, err := s.kv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e, err := kv.Get(ctx, cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &transientError{fmt.Errorf("read journal of cluster %s: %w", cluster, err)}
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		return nil, nil
+	}
+	r := &Record{Revision: e.Revision()}
+	if err := json.Unmarshal(e.Value(), &r.Entry); err != nil {
+		return nil, fmt.Errorf("decode journal of cluster %s (revision %d): %w", cluster, e.Revision(), err)
+	}
+	return r, nil
+}
+
+// List returns every entry (for operators and tests).
+func (s *Store) List(ctx context.Context) ([]*Record, error) {
+	kv, err := s.kv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, &transientError{fmt.Errorf("list journal: %w", err)}
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	var out []*Record
+	for _, k := range keys {
+		r, err := s.Get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Forget deletes r, an entry whose operation is over (step done) and whose result is
+// stored, if it is unchanged since it was read. It needs no lock: nobody needs the entry
+// any more, and a holder that adopted it meanwhile changed its revision.
+func (s *Store) Forget(ctx context.Context, r *Record) error {
+	if r.Step != StepDone {
+		return fmt.Errorf("journal of cluster %s: forget an entry at step %s: only finished ones", r.Cluster, r.Step)
+	}
+	kv, err := s.kv(ctx)
+	if err != nil {
+		return err
+	}
+	err = kv.Delete(ctx, r.Cluster, jetstream.LastRevision(r.Revision))
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, ErrFenced)
+	}
+	if err != nil {
+		return &transientError{fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, err)}
+	}
+	return nil
+}
+
+// Op is the journal entry of the operation in hand, written by the lock holder only.
+type Op struct {
+	s     *Store
+	key   string
+	rev   uint64
+	alive func() error
+	// Entry is the entry as last written (or about to be: change it, then Save).
+	Entry Entry
+}
+
+// Begin records a new operation for e.Cluster. alive reports whether the caller still
+// holds the cluster's lock (nil) or why not; it runs before every write.
+func (s *Store) Begin(ctx context.Context, alive func() error, e Entry) (*Op, error) {
+	if err := alive(); err != nil {
+		return nil, fmt.Errorf("write journal of cluster %s: %w", e.Cluster, err)
+	}
+	o := &Op{s: s, key: e.Cluster, alive: alive, Entry: e}
+	if o.Entry.Started.IsZero() {
+		o.Entry.Started = time.Now().UTC()
+	}
+	if o.Entry.Step == "" {
+		o.Entry.Step = StepPlanned
+	}
+	raw, err := o.encode()
+	if err != nil {
+		return nil, err
+	}
+	kv, err := s.kv(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := kv.Create(ctx, o.key, raw)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return nil, fmt.Errorf("journal of cluster %s: %w", o.key, ErrExists)
+	}
+	if err != nil {
+		return nil, &transientError{fmt.Errorf("write journal of cluster %s: %w", o.key, err)}
+	}
+	o.rev = rev
+	return o, nil
+}
+
+// Adopt makes the caller the writer of r (an entry whose holder is gone), as worker on its
+// attempt-th try: the entry is rewritten at once, so a former holder that still runs
+// unaware of its lost lock is fenced from then on.
+func (s *Store) Adopt(ctx context.Context, alive func() error, r *Record, worker string, attempt int) (*Op, error) {
+	o := &Op{s: s, key: r.Cluster, rev: r.Revision, alive: alive, Entry: r.Entry}
+	o.Entry.Worker, o.Entry.Attempt = worker, attempt
+	if err := o.Save(ctx); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// Save writes the entry, only if nobody else wrote it since this Op last did.
+func (o *Op) Save(ctx context.Context) error {
+	if err := o.alive(); err != nil {
+		return fmt.Errorf("write journal of cluster %s: %w", o.key, err)
+	}
+	raw, err := o.encode()
+	if err != nil {
+		return err
+	}
+	kv, err := o.s.kv(ctx)
+	if err != nil {
+		return err
+	}
+	rev, err := kv.Update(ctx, o.key, raw, o.rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("write journal of cluster %s: %w", o.key, ErrFenced)
+	}
+	if err != nil {
+		return &transientError{fmt.Errorf("write journal of cluster %s: %w", o.key, err)}
+	}
+	o.rev = rev
+	return nil
+}
+
+// Delete removes the entry, only if nobody else wrote it since this Op last did.
+func (o *Op) Delete(ctx context.Context) error {
+	if err := o.alive(); err != nil {
+		return fmt.Errorf("delete journal of cluster %s: %w", o.key, err)
+	}
+	kv, err := o.s.kv(ctx)
+	if err != nil {
+		return err
+	}
+	err = kv.Delete(ctx, o.key, jetstream.LastRevision(o.rev))
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return fmt.Errorf("delete journal of cluster %s: %w", o.key, ErrFenced)
+	}
+	if err != nil {
+		return &transientError{fmt.Errorf("delete journal of cluster %s: %w", o.key, err)}
+	}
+	return nil
+}
+
+// Revision is the revision this Op last wrote.
+func (o *Op) Revision() uint64 { return o.rev }
+
+func (o *Op) encode() ([]byte, error) {
+	o.Entry.Updated = time.Now().UTC()
+	raw, err := json.Marshal(o.Entry)
+	if err != nil {
+		return nil, fmt.Errorf("encode journal of cluster %s: %w", o.key, err)
+	}
+	return raw, nil
+}
+
+// Note adds a remark for the result, once.
+func (o *Op) Note(s string) {
+	for _, n := range o.Entry.Notes {
+		if n == s {
+			return
+		}
+	}
+	o.Entry.Notes = append(o.Entry.Notes, s)
+}

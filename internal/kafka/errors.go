@@ -1,0 +1,78 @@
+package kafka
+
+import (
+	"errors"
+
+	"github.com/go-zookeeper/zk"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Transient errors carry the marker package retry looks for: a method Transient() bool
+// that returns true, on the error or on one it wraps. This package marks its own errors
+// (ErrReassignmentInProgress, ErrNoController) and, at its boundary, the errors of
+// franz-go and go-zookeeper that are worth a retry (classify), so that callers and
+// package retry need not know Kafka's or ZooKeeper's error codes.
+
+// transientSentinel is a sentinel error worth retrying later.
+type transientSentinel struct{ msg string }
+
+func (e *transientSentinel) Error() string   { return e.msg }
+func (e *transientSentinel) Transient() bool { return true }
+
+// transientError marks a cause that is worth retrying; errors.Is and errors.As see the
+// cause (a kerr.Error, a zk error) through it.
+type transientError struct{ err error }
+
+func (e *transientError) Error() string   { return e.err.Error() }
+func (e *transientError) Unwrap() error   { return e.err }
+func (e *transientError) Transient() bool { return true }
+
+// classify marks err transient when its cause is worth retrying and it has no marker yet:
+// a Kafka error that Kafka calls retriable (kerr.IsRetriable: a leader or controller
+// moving, metadata lagging, a request timing out…), NOT_CONTROLLER, REQUEST_TIMED_OUT,
+// or a ZooKeeper connection that dropped, expired or is closing. Exported functions pass
+// the errors they return through it. Anything else is returned as it is.
+func classify(err error) error {
+	if err == nil || marked(err) || !transientCause(err) {
+		return err
+	}
+	return &transientError{err}
+}
+
+func transientCause(err error) bool {
+	return kerr.IsRetriable(err) ||
+		errors.Is(err, kerr.NotController) || errors.Is(err, kerr.RequestTimedOut) ||
+		errors.Is(err, zk.ErrConnectionClosed) || errors.Is(err, zk.ErrNoServer) ||
+		errors.Is(err, zk.ErrSessionExpired) || errors.Is(err, zk.ErrClosing)
+}
+
+// classifyEach classifies the per-partition errors of an election.
+func classifyEach(m map[TopicPartition]error) map[TopicPartition]error {
+	for tp, err := range m {
+		m[tp] = classify(err)
+	}
+	return m
+}
+
+// marked reports whether an error in err's tree has a Transient method that returns true.
+func marked(err error) bool {
+	for err != nil {
+		if m, ok := err.(interface{ Transient() bool }); ok && m.Transient() {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if marked(e) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}

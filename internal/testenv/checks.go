@@ -1,0 +1,158 @@
+package testenv
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/plan"
+)
+
+// The checks fault tests run after a fault: the promise kafkamender makes is that every
+// event has exactly one true result, the cluster ends as asked or as before (never
+// between), and nothing of its own is left behind.
+
+// Partitions reads a topic's partitions.
+func Partitions(t testing.TB, cl *kgo.Client, topic string) []kafka.Partition {
+	t.Helper()
+	snap, err := kafka.ReadSnapshot(t.Context(), cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Topics[topic]
+}
+
+// CheckOutcome checks, once the cluster has settled, that each partition of topic is
+// either as it was before or as want says it was asked to be (never between), and that
+// res.Changes lists exactly the partitions that differ from before, with their states
+// before and now. leaders says whether leadership is part of the state (reorders) or not
+// (replication factor).
+func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+	t.Helper()
+	Eventually(t, 60*time.Second, func() error {
+		now := Partitions(t, cl, topic)
+		var changed []plan.Change
+		for i, p := range now {
+			b := before[i]
+			if p.Reassigning() {
+				return fmt.Errorf("%s still reassigning (adding %v, removing %v)", p.TopicPartition, p.Adding, p.Removing)
+			}
+			same := slices.Equal(p.Replicas, b.Replicas) && (!leaders || p.Leader == b.Leader)
+			if !same && !want(p) {
+				return fmt.Errorf("%s is between: replicas %v led by %d (before %v led by %d)", p.TopicPartition, p.Replicas, p.Leader, b.Replicas, b.Leader)
+			}
+			if !same {
+				ch := plan.Change{TopicPartition: p.TopicPartition, ReplicasBefore: b.Replicas, ReplicasAfter: p.Replicas}
+				if leaders {
+					ch.LeaderBefore, ch.LeaderAfter = b.Leader, p.Leader
+				}
+				changed = append(changed, ch)
+			}
+		}
+		var got []plan.Change
+		for _, c := range res.Changes {
+			if c.Topic != topic {
+				continue
+			}
+			if !leaders {
+				c.LeaderBefore, c.LeaderAfter = 0, 0
+			}
+			got = append(got, c)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(changed) {
+			return fmt.Errorf("the result's changes %v are not what the cluster shows: %v", got, changed)
+		}
+		return nil
+	})
+}
+
+// Leftovers says what CheckNoLeftovers looks for.
+type Leftovers struct {
+	Cluster string // the stack cluster ("local", "kraft")
+	Alias   string // the cluster name the workers used: its journal entry and lock
+	Topics  []string
+	// TopicThrottles are the throttled-replicas values of the topics set by others before
+	// the operation: they must be as they were (the others must be unset).
+	TopicThrottles map[string]string
+	// Rate is the throttle rate the operation asked for: no broker may still hold it.
+	Rate string
+	// LockRoot is where the workers' lock claims live.
+	LockRoot string
+}
+
+// CheckNoLeftovers checks that nothing of ours is left: no journal entry, no reassignment
+// of the topics, no throttle of ours on a broker or on the topics, and no lock claim.
+func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Client, l Leftovers) {
+	t.Helper()
+	store := journal.New(js)
+	Eventually(t, 30*time.Second, func() error {
+		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil {
+			return fmt.Errorf("journal entry left: %+v (%v)", rec, err)
+		}
+		ongoing, err := kafka.ListReassignments(t.Context(), cl, l.Topics)
+		if err != nil {
+			return err
+		}
+		if len(ongoing) > 0 {
+			return fmt.Errorf("reassignments left: %v", ongoing)
+		}
+		return nil
+	})
+	adm := kadm.NewClient(cl)
+	if l.Rate != "" {
+		var ids []int32
+		for _, b := range e.Cluster(t, l.Cluster).Brokers {
+			ids = append(ids, b.ID)
+		}
+		rcs, err := adm.DescribeBrokerConfigs(t.Context(), ids...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rc := range rcs {
+			for _, c := range rc.Configs {
+				if (c.Key == kafka.LeaderThrottledRate || c.Key == kafka.FollowerThrottledRate) &&
+					c.Source == kmsg.ConfigSourceDynamicBrokerConfig && c.MaybeValue() == l.Rate {
+					t.Errorf("broker %s: our throttle %s = %s left behind", rc.Name, c.Key, l.Rate)
+				}
+			}
+		}
+	}
+	for _, topic := range l.Topics {
+		cfgs, err := adm.DescribeTopicConfigs(t.Context(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, _ := cfgs.On(topic, nil)
+		for _, c := range rc.Configs {
+			if c.Key != kafka.LeaderThrottledReplicas && c.Key != kafka.FollowerThrottledReplicas {
+				continue
+			}
+			if got, want := c.MaybeValue(), l.TopicThrottles[c.Key]; got != want {
+				t.Errorf("topic %s: %s = %q after the operation, want %q", topic, c.Key, got, want)
+			}
+		}
+	}
+	if l.LockRoot != "" {
+		zk := e.ZooKeeper(t)
+		Eventually(t, 30*time.Second, func() error {
+			claims, _, err := zk.Children(l.LockRoot + "/" + l.Alias)
+			if err != nil && !strings.Contains(err.Error(), "node does not exist") {
+				return err
+			}
+			if len(claims) > 0 {
+				return fmt.Errorf("lock claims left: %v", claims)
+			}
+			return nil
+		})
+	}
+}
