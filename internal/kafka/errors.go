@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Transient errors carry the marker package retry looks for: a method Transient() bool
@@ -33,7 +35,7 @@ func (e *transientError) Transient() bool { return true }
 // or a ZooKeeper connection that dropped, expired or is closing. Exported functions pass
 // the errors they return through it. Anything else is returned as it is.
 func classify(err error) error {
-	if err == nil || marked(err) || !transientCause(err) {
+	if err == nil || retry.Marked(err) || !transientCause(err) {
 		return err
 	}
 	return &transientError{err}
@@ -52,27 +54,4 @@ func classifyEach(m map[TopicPartition]error) map[TopicPartition]error {
 		m[tp] = classify(err)
 	}
 	return m
-}
-
-// marked reports whether an error in err's tree has a Transient method that returns true.
-func marked(err error) bool {
-	for err != nil {
-		if m, ok := err.(interface{ Transient() bool }); ok && m.Transient() {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if marked(e) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
 }

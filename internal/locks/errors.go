@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Sentinel errors. Errors returned by this package wrap them (with %w) together with the
@@ -82,33 +84,10 @@ func (e *transientError) Transient() bool { return true }
 // marker yet. Exported functions pass their errors through it, so that package retry
 // recognises them without knowing this package.
 func mark(err error) error {
-	if err == nil || !IsTransient(err) || marked(err) {
+	if err == nil || !IsTransient(err) || retry.Marked(err) {
 		return err
 	}
 	return &transientError{err}
-}
-
-// marked reports whether an error in err's tree has a Transient method that returns true.
-func marked(err error) bool {
-	for err != nil {
-		if m, ok := err.(interface{ Transient() bool }); ok && m.Transient() {
-			return true
-		}
-		switch u := err.(type) {
-		case interface{ Unwrap() error }:
-			err = u.Unwrap()
-		case interface{ Unwrap() []error }:
-			for _, e := range u.Unwrap() {
-				if marked(e) {
-					return true
-				}
-			}
-			return false
-		default:
-			return false
-		}
-	}
-	return false
 }
 
 // IsTransient reports whether err is worth retrying later, possibly on another worker:

@@ -73,6 +73,16 @@ func IsTransient(err error) bool {
 	})
 }
 
+// Marked reports whether an error in err's tree carries the transient marker (a Transient
+// method that returns true). Packages that mark their own errors use it to mark an error
+// once, not at every layer it passes.
+func Marked(err error) bool {
+	return anyInTree(err, func(e error) bool {
+		m, ok := e.(marker)
+		return ok && m.Transient()
+	})
+}
+
 // anyInTree reports whether f holds for err or any error it wraps, through every branch of
 // joined errors. Unlike errors.As it does not stop at the first error of a type: a marker
 // that says false does not hide a marked error further down.

@@ -1,4 +1,4 @@
-package retry
+package retry_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/retry"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -52,8 +53,8 @@ func TestIsTransient(t *testing.T) {
 		{"plain", errors.New("topic does not exist"), false},
 
 		// Marked errors, however deep.
-		{"Transient()", Transient(errors.New("x")), true},
-		{"wrapped Transient()", fmt.Errorf("a: %w", fmt.Errorf("b: %w", Transient(errors.New("x")))), true},
+		{"Transient()", retry.Transient(errors.New("x")), true},
+		{"wrapped Transient()", fmt.Errorf("a: %w", fmt.Errorf("b: %w", retry.Transient(errors.New("x")))), true},
 		{"marker", yes, true},
 		{"wrapped marker", fmt.Errorf("reorder: %w", yes), true},
 		{"marking wrapper", fmt.Errorf("x: %w", wrapper{errors.New("cause")}), true},
@@ -80,21 +81,43 @@ func TestIsTransient(t *testing.T) {
 		{"unmarked kerr", kerr.NotController, false},
 		{"unmarked zk", zk.ErrSessionExpired, false},
 	} {
-		if got := IsTransient(tc.err); got != tc.want {
-			t.Errorf("%s: IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		if got := retry.IsTransient(tc.err); got != tc.want {
+			t.Errorf("%s: retry.IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
+// Marked sees only markers: what IsTransient recognises by itself is not marked.
+func TestMarked(t *testing.T) {
+	yes := &testMarker{"controller moving", true}
+	no := &testMarker{"says no", false}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"Transient()", fmt.Errorf("a: %w", retry.Transient(errors.New("x"))), true},
+		{"false does not veto", errors.Join(no, yes), true},
+		{"marker saying false", no, false},
+		{"canceled", context.Canceled, false},
+		{"net timeout", netErr{timeout: true}, false},
+	} {
+		if got := retry.Marked(tc.err); got != tc.want {
+			t.Errorf("%s: Marked(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 	}
 }
 
 func TestTransientKeepsTheCause(t *testing.T) {
 	cause := fmt.Errorf("x: %w", kerr.NotController)
-	err := Transient(cause)
+	err := retry.Transient(cause)
 	var ke *kerr.Error
 	if !errors.Is(err, kerr.NotController) || !errors.As(err, &ke) || err.Error() != cause.Error() {
-		t.Errorf("Transient(%v) = %v hides its cause", cause, err)
+		t.Errorf("retry.Transient(%v) = %v hides its cause", cause, err)
 	}
-	if Transient(nil) != nil {
-		t.Error("Transient(nil) != nil")
+	if retry.Transient(nil) != nil {
+		t.Error("retry.Transient(nil) != nil")
 	}
 }
 
@@ -151,11 +174,11 @@ func TestIsTransientOfKafkaAndLocks(t *testing.T) {
 			t.Errorf("%s: no error", tc.name)
 			continue
 		}
-		if got := IsTransient(tc.err); got != tc.want {
-			t.Errorf("%s: IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		if got := retry.IsTransient(tc.err); got != tc.want {
+			t.Errorf("%s: retry.IsTransient(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
 		// What locks calls transient, retry does too.
-		if locks.IsTransient(tc.err) && !IsTransient(tc.err) {
+		if locks.IsTransient(tc.err) && !retry.IsTransient(tc.err) {
 			t.Errorf("%s: locks.IsTransient(%v) but not retry.IsTransient", tc.name, tc.err)
 		}
 	}
@@ -176,8 +199,8 @@ func TestIsTransientOfKafkaErrors(t *testing.T) {
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("reassign a missing topic = %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
-	if !IsTransient(err) {
-		t.Errorf("IsTransient(%v) = false", err)
+	if !retry.IsTransient(err) {
+		t.Errorf("retry.IsTransient(%v) = false", err)
 	}
 	// A permanent one stays permanent.
 	existing := testenv.Name(t, "rf")
@@ -186,13 +209,13 @@ func TestIsTransientOfKafkaErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("a reassignment to a duplicate replica was accepted")
 	}
-	if IsTransient(err) {
-		t.Errorf("IsTransient(%v) = true", err)
+	if retry.IsTransient(err) {
+		t.Errorf("retry.IsTransient(%v) = true", err)
 	}
 	// ZooKeeper read of a topic that does not exist: retriable per Kafka (metadata lags).
 	_, err = kafka.ReadTopicZnode(env.ZooKeeper(t), stack.KafkaChroot, topic)
-	if !IsTransient(err) {
-		t.Errorf("IsTransient(%v) = false", err)
+	if !retry.IsTransient(err) {
+		t.Errorf("retry.IsTransient(%v) = false", err)
 	}
 }
 
@@ -202,10 +225,10 @@ func (quiet) Printf(string, ...any) {}
 
 func TestDoStopsOnPermanent(t *testing.T) {
 	n := 0
-	err := Do(context.Background(), time.Minute, func() error {
+	err := retry.Do(context.Background(), time.Minute, func() error {
 		n++
 		if n < 3 {
-			return Transient(errors.New("later"))
+			return retry.Transient(errors.New("later"))
 		}
 		return errors.New("never")
 	}, nil)
@@ -216,7 +239,7 @@ func TestDoStopsOnPermanent(t *testing.T) {
 
 func TestDoRetriesMarkedErrors(t *testing.T) {
 	n := 0
-	err := Do(context.Background(), time.Minute, func() error {
+	err := retry.Do(context.Background(), time.Minute, func() error {
 		n++
 		if n < 3 {
 			return fmt.Errorf("reorder: %w", kafka.ErrReassignmentInProgress)
@@ -230,8 +253,8 @@ func TestDoRetriesMarkedErrors(t *testing.T) {
 
 func TestDelay(t *testing.T) {
 	for attempt, want := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 20: 2 * time.Minute} {
-		if got := Delay(attempt); got != want {
-			t.Errorf("Delay(%d) = %s, want %s", attempt, got, want)
+		if got := retry.Delay(attempt); got != want {
+			t.Errorf("retry.Delay(%d) = %s, want %s", attempt, got, want)
 		}
 	}
 }
