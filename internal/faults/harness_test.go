@@ -3,7 +3,6 @@ package faults_test
 import (
 	"bufio"
 	"context"
-	crand "crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -44,7 +43,11 @@ func TestMain(m *testing.M) {
 		root, err := testenv.Root()
 		if err == nil {
 			workerBin = filepath.Join(dir, "worker")
-			cmd := exec.Command("go", "build", "-race", "-o", workerBin, "./cmd/worker")
+			args := []string{"build", "-o", workerBin}
+			if raceEnabled {
+				args = append(args, "-race")
+			}
+			cmd := exec.Command("go", append(args, "./cmd/worker")...)
 			cmd.Dir = root
 			if out, berr := cmd.CombinedOutput(); berr != nil {
 				err = fmt.Errorf("go build ./cmd/worker: %v\n%s", berr, out)
@@ -56,6 +59,7 @@ func TestMain(m *testing.M) {
 		}
 		code := m.Run()
 		os.RemoveAll(dir)
+		fmt.Println(testenv.Report())
 		os.Exit(code)
 	}
 	os.Exit(m.Run())
@@ -174,7 +178,7 @@ func (r *rig) start(name string, pauseAt ...string) *proc {
 		close(p.done)
 	}()
 	t.Cleanup(func() {
-		p.kill()
+		p.stop()
 		if t.Failed() {
 			t.Logf("=== worker %s output ===\n%s", name, p.out.String())
 		}
@@ -209,6 +213,15 @@ func (p *proc) exited() bool {
 // kill sends SIGKILL: no deferred function, no acknowledgement, no lock release runs.
 func (p *proc) kill() {
 	if !p.exited() {
+		testenv.CountFault()
+		_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	}
+	<-p.done
+}
+
+// stop ends a worker at the end of its test (SIGKILL, not counted as a fault).
+func (p *proc) stop() {
+	if !p.exited() {
 		_ = p.cmd.Process.Signal(syscall.SIGKILL)
 	}
 	<-p.done
@@ -217,6 +230,7 @@ func (p *proc) kill() {
 // term sends SIGTERM and waits for a clean exit.
 func (p *proc) term(timeout time.Duration) {
 	p.t.Helper()
+	testenv.CountFault()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		p.t.Fatal(err)
 	}
@@ -309,6 +323,7 @@ func (r *rig) publish(typ string, data any) (string, <-chan *events.Result) {
 	if _, err := r.js.Publish(t.Context(), events.Subject(r.alias, typ), body, jetstream.WithMsgID(env.ID)); err != nil {
 		t.Fatal(err)
 	}
+	testenv.CountEvent()
 	return env.ID, ch
 }
 
@@ -317,6 +332,7 @@ func (r *rig) result(ch <-chan *events.Result, timeout time.Duration) *events.Re
 	r.t.Helper()
 	select {
 	case res := <-ch:
+		testenv.CountResult()
 		return res
 	case <-time.After(timeout):
 		r.t.Fatalf("no result within %s", timeout)
@@ -324,32 +340,10 @@ func (r *rig) result(ch <-chan *events.Result, timeout time.Duration) *events.Re
 	}
 }
 
-// oneStored checks that exactly one result of event id is stored in KAFKAMENDER_RESULTS
-// (the audit trail), and returns it.
+// oneStored checks that exactly one result of event id is stored (testenv.StoredResult).
 func (r *rig) oneStored(id string) *events.Result {
-	t := r.t
-	t.Helper()
-	s, err := r.js.Stream(t.Context(), events.ResultsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subj := events.ResultSubject(id)
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.State.Subjects[subj]; n != 1 {
-		t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
-	}
-	msg, err := s.GetLastMsgForSubject(t.Context(), subj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res events.Result
-	if err := json.Unmarshal(msg.Data, &res); err != nil {
-		t.Fatal(err)
-	}
-	return &res
+	r.t.Helper()
+	return testenv.StoredResult(r.t, r.js, id)
 }
 
 // topic creates a topic for the test (deleted at its end) and fills each partition with
@@ -360,18 +354,7 @@ func (r *rig) topic(prefix string, assignment [][]int32, perPartition int, confi
 	name := testenv.Name(t, prefix)
 	testenv.CreateTopic(t, r.cl, name, assignment, configs)
 	if perPartition > 0 {
-		// Random bytes: the client compresses batches, and zeros would shrink to a few
-		// kilobytes that a follower copies in its first (unthrottled) fetch.
-		value := make([]byte, 50_000)
-		_, _ = crand.Read(value)
-		for p := range assignment {
-			for range perPartition / len(value) {
-				rec := &kgo.Record{Topic: name, Partition: int32(p), Value: value}
-				if err := r.cl.ProduceSync(t.Context(), rec).FirstErr(); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		testenv.Produce(t, r.cl, name, len(assignment), perPartition/50_000, 50_000)
 	}
 	return name
 }

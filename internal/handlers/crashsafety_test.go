@@ -83,7 +83,7 @@ func filled(t *testing.T, env *testenv.Env, cluster string, assignment [][]int32
 	cl := env.Kafka(t, cluster, kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	topic := testenv.Name(t, "rf")
 	testenv.CreateTopic(t, cl, topic, assignment, configs)
-	produce(t, cl, topic, len(assignment), perPartition/50_000, 50_000)
+	testenv.Produce(t, cl, topic, len(assignment), perPartition/50_000, 50_000)
 	return topic
 }
 
@@ -205,7 +205,10 @@ func TestPanicGivesOneFailedResultAndADeadLetter(t *testing.T) {
 	var once sync.Once
 	f.hook = func(step string) {
 		if step == handlers.StepJournalWritten {
-			once.Do(func() { panic("boom: a poison message") })
+			once.Do(func() {
+				testenv.CountFault()
+				panic("boom: a poison message")
+			})
 		}
 	}
 	f.start("worker-a")

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -23,6 +25,13 @@ import (
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
+
+// TestMain prints the tally of the fault tests (go test -v shows it).
+func TestMain(m *testing.M) {
+	code := m.Run()
+	fmt.Println(testenv.Report())
+	os.Exit(code)
+}
 
 // requestCounter counts the admin requests a client sends, by API key.
 type requestCounter struct {
@@ -209,6 +218,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	})
 	testenv.Eventually(t, 30*time.Second, pl.Ready)
 	return &fleetWorker{sess: sess, writes: writes, kill: func() {
+		testenv.CountFault()
 		nc.Close()
 		cancel()
 		<-done
@@ -249,6 +259,7 @@ func (f *fleet) publishRaw(subject, id string, body []byte, opts ...jetstream.Pu
 	if _, err := f.js.Publish(t.Context(), subject, body, opts...); err != nil {
 		t.Fatalf("publish on %s: %v", subject, err)
 	}
+	testenv.CountEvent()
 	return ch
 }
 
@@ -267,6 +278,7 @@ func wait(t *testing.T, ch <-chan *events.Result, timeout time.Duration) *events
 	t.Helper()
 	select {
 	case r := <-ch:
+		testenv.CountResult()
 		return r
 	case <-time.After(timeout):
 		t.Fatalf("no result within %s", timeout)
@@ -289,31 +301,10 @@ func (f *fleet) noLeftovers(topics []string, topicThrottles map[string]string, r
 		TopicThrottles: topicThrottles, Rate: rate, LockRoot: "/kafkamender-test/locks"})
 }
 
-// stored returns the one result stored for event id (it fails when there is none or more).
+// stored returns the one result stored for event id (testenv.StoredResult).
 func (f *fleet) stored(id string) *events.Result {
-	t := f.t
-	t.Helper()
-	s, err := f.js.Stream(t.Context(), events.ResultsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	subj := events.ResultSubject(id)
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.State.Subjects[subj]; n != 1 {
-		t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
-	}
-	msg, err := s.GetLastMsgForSubject(t.Context(), subj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res events.Result
-	if err := json.Unmarshal(msg.Data, &res); err != nil {
-		t.Fatal(err)
-	}
-	return &res
+	f.t.Helper()
+	return testenv.StoredResult(f.t, f.js, id)
 }
 
 // consumerState is the fleet consumer's delivery state.

@@ -19,21 +19,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
-// produce writes n records of size bytes to every partition of topic (cl must partition
-// manually).
-func produce(t *testing.T, cl *kgo.Client, topic string, partitions, n, size int) {
-	t.Helper()
-	value := make([]byte, size)
-	for p := range partitions {
-		for range n {
-			r := &kgo.Record{Topic: topic, Partition: int32(p), Value: value}
-			if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
 // countRecords reads the whole topic from the start and counts records per partition.
 func countRecords(t *testing.T, env *testenv.Env, cluster, topic string, partitions, want int) {
 	t.Helper()
@@ -82,7 +67,7 @@ func TestReplicationFactorSteps(t *testing.T) {
 			topic := testenv.Name(t, "rf")
 			testenv.CreateTopic(t, cl, topic, tc.initial, nil)
 			parts := len(tc.initial)
-			produce(t, cl, topic, parts, 20, 1000)
+			testenv.Produce(t, cl, topic, parts, 20, 1000)
 			prev := state(t, f, topic)
 			for _, rf := range []int{3, 2, 1, 3} {
 				res := f.run(f.event(events.TypeReplicaChangeRequested, rfData(topic, rf, nil)))
@@ -170,7 +155,7 @@ func TestReplicationFactorThrottleAndProgress(t *testing.T) {
 	setBrokerConfig(t, adm, 2, kafka.LeaderThrottledRate, kadm.StringPtr("7777777"))
 	t.Cleanup(func() { setBrokerConfig(t, adm, 2, kafka.LeaderThrottledRate, nil) })
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1}, {2}}, map[string]string{"leader.replication.throttled.replicas": theirs})
-	produce(t, cl, topic, 2, 30, 50_000) // 3 MB
+	testenv.Produce(t, cl, topic, 2, 30, 50_000) // 3 MB
 
 	progress := make(chan Progress, 100)
 	e := f.event(events.TypeReplicaChangeRequested, rfData(topic, 2, map[string]any{"throttle_bytes_per_sec": 1_000_000}))
@@ -278,7 +263,7 @@ func TestReplicationFactorTimeoutCancels(t *testing.T) {
 	adm := kadm.NewClient(cl)
 	topic := testenv.Name(t, "rf")
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)
-	produce(t, cl, topic, 1, 40, 50_000) // 2 MB at 10 kB/s: never within the timeout
+	testenv.Produce(t, cl, topic, 1, 40, 50_000) // 2 MB at 10 kB/s: never within the timeout
 	before := state(t, f, topic)
 	res := f.run(f.event(events.TypeReplicaChangeRequested, rfData(topic, 3, map[string]any{"throttle_bytes_per_sec": 10_000, "timeout": "4s"})))
 	if res.Status != events.StatusFailed || !strings.Contains(res.Error, "timeout after 4s") || !strings.Contains(res.Error, "cancelled 1 unfinished") {

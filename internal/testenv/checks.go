@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -21,6 +22,33 @@ import (
 // The checks fault tests run after a fault: the promise kafkamender makes is that every
 // event has exactly one true result, the cluster ends as asked or as before (never
 // between), and nothing of its own is left behind.
+
+// StoredResult checks that exactly one result of event id is stored in KAFKAMENDER_RESULTS
+// (the audit trail), and returns it.
+func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Result {
+	t.Helper()
+	s, err := js.Stream(t.Context(), events.ResultsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	subj := events.ResultSubject(id)
+	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := info.State.Subjects[subj]; n != 1 {
+		t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
+	}
+	msg, err := s.GetLastMsgForSubject(t.Context(), subj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res events.Result
+	if err := json.Unmarshal(msg.Data, &res); err != nil {
+		t.Fatal(err)
+	}
+	return &res
+}
 
 // Partitions reads a topic's partitions.
 func Partitions(t testing.TB, cl *kgo.Client, topic string) []kafka.Partition {
@@ -91,11 +119,18 @@ type Leftovers struct {
 }
 
 // CheckNoLeftovers checks that nothing of ours is left: no journal entry, no reassignment
-// of the topics, no throttle of ours on a broker or on the topics, and no lock claim.
+// of the topics, no throttle of ours on a broker or on the topics, and no lock claim. Each
+// leftover found fails the test and counts in the tally.
 func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Client, l Leftovers) {
 	t.Helper()
+	tally.checks.Add(1)
+	leftover := func(format string, args ...any) {
+		t.Helper()
+		tally.leftovers.Add(1)
+		t.Errorf(format, args...)
+	}
 	store := journal.New(js)
-	Eventually(t, 30*time.Second, func() error {
+	if err := poll(t, 30*time.Second, func() error {
 		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil {
 			return fmt.Errorf("journal entry left: %+v (%v)", rec, err)
 		}
@@ -107,7 +142,9 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 			return fmt.Errorf("reassignments left: %v", ongoing)
 		}
 		return nil
-	})
+	}); err != nil {
+		leftover("%v", err)
+	}
 	adm := kadm.NewClient(cl)
 	if l.Rate != "" {
 		var ids []int32
@@ -122,7 +159,7 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 			for _, c := range rc.Configs {
 				if (c.Key == kafka.LeaderThrottledRate || c.Key == kafka.FollowerThrottledRate) &&
 					c.Source == kmsg.ConfigSourceDynamicBrokerConfig && c.MaybeValue() == l.Rate {
-					t.Errorf("broker %s: our throttle %s = %s left behind", rc.Name, c.Key, l.Rate)
+					leftover("broker %s: our throttle %s = %s left behind", rc.Name, c.Key, l.Rate)
 				}
 			}
 		}
@@ -138,13 +175,13 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 				continue
 			}
 			if got, want := c.MaybeValue(), l.TopicThrottles[c.Key]; got != want {
-				t.Errorf("topic %s: %s = %q after the operation, want %q", topic, c.Key, got, want)
+				leftover("topic %s: %s = %q after the operation, want %q", topic, c.Key, got, want)
 			}
 		}
 	}
 	if l.LockRoot != "" {
 		zk := e.ZooKeeper(t)
-		Eventually(t, 30*time.Second, func() error {
+		if err := poll(t, 30*time.Second, func() error {
 			claims, _, err := zk.Children(l.LockRoot + "/" + l.Alias)
 			if err != nil && !strings.Contains(err.Error(), "node does not exist") {
 				return err
@@ -153,6 +190,8 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 				return fmt.Errorf("lock claims left: %v", claims)
 			}
 			return nil
-		})
+		}); err != nil {
+			leftover("%v", err)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -12,6 +13,24 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 )
+
+// Produce writes n records of size random bytes to each of the first partitions of topic,
+// one at a time (cl must use a manual partitioner). Random bytes, because the client
+// compresses batches: zeros would shrink to a few kilobytes, which a new replica copies in
+// its first fetch, before any throttle bites.
+func Produce(t testing.TB, cl *kgo.Client, topic string, partitions, n, size int) {
+	t.Helper()
+	value := make([]byte, size)
+	_, _ = crand.Read(value)
+	for p := range partitions {
+		for range n {
+			r := &kgo.Record{Topic: topic, Partition: int32(p), Value: value}
+			if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
 
 // CreateTopic creates topic with an explicit replica assignment (assignment[p] is the
 // ordered replica list of partition p), waits until every partition has a leader in the

@@ -256,6 +256,7 @@ func (e *Env) StopBroker(t testing.TB, cluster string, id int32) {
 	t.Helper()
 	e.mustBeExclusive(t)
 	c := e.Cluster(t, cluster)
+	CountFault()
 	if err := e.Stack.Stop(t.Context(), c.ServerName(id)); err != nil {
 		t.Fatalf("stop %s: %v", c.ServerName(id), err)
 	}
@@ -268,6 +269,7 @@ func (e *Env) KillBroker(t testing.TB, cluster string, id int32) {
 	t.Helper()
 	e.mustBeExclusive(t)
 	c := e.Cluster(t, cluster)
+	CountFault()
 	if err := e.Stack.Kill(t.Context(), c.ServerName(id)); err != nil {
 		t.Fatalf("kill %s: %v", c.ServerName(id), err)
 	}
@@ -311,6 +313,7 @@ func (e *Env) PauseBroker(t testing.TB, cluster string, id int32) {
 	t.Helper()
 	e.mustBeExclusive(t)
 	c := e.Cluster(t, cluster)
+	CountFault()
 	if err := e.Stack.Pause(c.ServerName(id)); err != nil {
 		t.Fatalf("pause %s: %v", c.ServerName(id), err)
 	}
@@ -329,6 +332,7 @@ func (e *Env) ResumeBroker(t testing.TB, cluster string, id int32) {
 func (e *Env) RestartNATS(t testing.TB) {
 	t.Helper()
 	e.mustBeExclusive(t)
+	CountFault()
 	if err := e.Stack.Restart(t.Context(), "nats"); err != nil {
 		t.Fatalf("restart nats: %v", err)
 	}
@@ -353,18 +357,26 @@ func Name(t testing.TB, prefix string) string {
 // the last error. Use it instead of sleeping.
 func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	t.Helper()
+	if err := poll(t, timeout, check); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll calls check every 200ms until it returns nil, and returns nil; or, once timeout
+// passed or the test ended, the last error.
+func poll(t testing.TB, timeout time.Duration, check func() error) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		err := check()
 		if err == nil {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not true after %s: %v", timeout, err)
+			return fmt.Errorf("not true after %s: %w", timeout, err)
 		}
 		select {
 		case <-t.Context().Done():
-			t.Fatalf("test ended while waiting: %v", err)
+			return fmt.Errorf("test ended while waiting: %w", err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

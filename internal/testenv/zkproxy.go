@@ -95,6 +95,7 @@ func (p *ZKProxy) pipe(c net.Conn) {
 
 // Cut closes every connection through the proxy and refuses new ones until Heal.
 func (p *ZKProxy) Cut() {
+	CountFault()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = true
