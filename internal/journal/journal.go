@@ -41,6 +41,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/plan"
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Bucket is the JetStream key-value bucket of the journal; its keys are cluster names.
@@ -117,7 +118,7 @@ type Record struct {
 var (
 	// ErrExists: Begin found an entry for the cluster (an operation to resolve first:
 	// transient, the next attempt resolves it).
-	ErrExists = &transientError{errors.New("the cluster has an operation in the journal already")}
+	ErrExists = retry.Transient(errors.New("the cluster has an operation in the journal already"))
 	// ErrFenced: the entry changed since this holder last wrote it (another holder adopted
 	// it): this holder has lost its lock and must stop.
 	ErrFenced = &fencedError{}
@@ -131,12 +132,6 @@ func (*fencedError) Error() string {
 
 // Transient: the event is worth trying again (the new holder finishes the operation).
 func (*fencedError) Transient() bool { return true }
-
-type transientError struct{ err error }
-
-func (e *transientError) Error() string   { return e.err.Error() }
-func (e *transientError) Unwrap() error   { return e.err }
-func (e *transientError) Transient() bool { return true }
 
 // Store is the journal bucket. It binds to the bucket (creating it when missing) on first
 // use, so that a worker starts while NATS is still unreachable.
@@ -163,7 +158,7 @@ func (s *Store) kv(ctx context.Context) (jetstream.KeyValue, error) {
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return nil, &transientError{fmt.Errorf("key-value bucket %s: %w", Bucket, err)}
+		return nil, retry.Transient(fmt.Errorf("key-value bucket %s: %w", Bucket, err))
 	}
 	s.bucket = kv
 	return kv, nil
@@ -180,7 +175,7 @@ func (s *Store) Get(ctx context.Context, cluster string) (*Record, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, &transientError{fmt.Errorf("read journal of cluster %s: %w", cluster, err)}
+		return nil, retry.Transient(fmt.Errorf("read journal of cluster %s: %w", cluster, err))
 	}
 	if e.Operation() != jetstream.KeyValuePut {
 		return nil, nil
@@ -200,7 +195,7 @@ func (s *Store) List(ctx context.Context) ([]*Record, error) {
 	}
 	lister, err := kv.ListKeys(ctx)
 	if err != nil {
-		return nil, &transientError{fmt.Errorf("list journal: %w", err)}
+		return nil, retry.Transient(fmt.Errorf("list journal: %w", err))
 	}
 	var keys []string
 	for k := range lister.Keys() {
@@ -235,7 +230,7 @@ func (s *Store) Forget(ctx context.Context, r *Record) error {
 		return fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, ErrFenced)
 	}
 	if err != nil {
-		return &transientError{fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, err)}
+		return retry.Transient(fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, err))
 	}
 	return nil
 }
@@ -276,7 +271,7 @@ func (s *Store) Begin(ctx context.Context, alive func() error, e Entry) (*Op, er
 		return nil, fmt.Errorf("journal of cluster %s: %w", o.key, ErrExists)
 	}
 	if err != nil {
-		return nil, &transientError{fmt.Errorf("write journal of cluster %s: %w", o.key, err)}
+		return nil, retry.Transient(fmt.Errorf("write journal of cluster %s: %w", o.key, err))
 	}
 	o.rev = rev
 	return o, nil
@@ -312,7 +307,7 @@ func (o *Op) Save(ctx context.Context) error {
 		return fmt.Errorf("write journal of cluster %s: %w", o.key, ErrFenced)
 	}
 	if err != nil {
-		return &transientError{fmt.Errorf("write journal of cluster %s: %w", o.key, err)}
+		return retry.Transient(fmt.Errorf("write journal of cluster %s: %w", o.key, err))
 	}
 	o.rev = rev
 	return nil
@@ -332,7 +327,7 @@ func (o *Op) Delete(ctx context.Context) error {
 		return fmt.Errorf("delete journal of cluster %s: %w", o.key, ErrFenced)
 	}
 	if err != nil {
-		return &transientError{fmt.Errorf("delete journal of cluster %s: %w", o.key, err)}
+		return retry.Transient(fmt.Errorf("delete journal of cluster %s: %w", o.key, err))
 	}
 	return nil
 }

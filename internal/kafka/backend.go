@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Strategy names a backend.
@@ -63,7 +65,7 @@ var (
 	ErrEmptyElection = errors.New("refusing a preferred election with no partitions: Kafka would elect every partition in the cluster")
 	// ErrReassignmentInProgress: another reassignment blocks ours (transient: it carries
 	// package retry's marker).
-	ErrReassignmentInProgress error = &transientSentinel{"a partition reassignment is in progress"}
+	ErrReassignmentInProgress error = retry.Transient(errors.New("a partition reassignment is in progress"))
 	// ErrKRaftController: /controller says a KRaft controller owns the cluster (migration);
 	// the ZooKeeper paths must not be used.
 	ErrKRaftController = errors.New("a KRaft controller owns this cluster (ZooKeeper migration): ZooKeeper strategies are refused")

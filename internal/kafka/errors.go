@@ -15,20 +15,6 @@ import (
 // franz-go and go-zookeeper that are worth a retry (classify), so that callers and
 // package retry need not know Kafka's or ZooKeeper's error codes.
 
-// transientSentinel is a sentinel error worth retrying later.
-type transientSentinel struct{ msg string }
-
-func (e *transientSentinel) Error() string   { return e.msg }
-func (e *transientSentinel) Transient() bool { return true }
-
-// transientError marks a cause that is worth retrying; errors.Is and errors.As see the
-// cause (a kerr.Error, a zk error) through it.
-type transientError struct{ err error }
-
-func (e *transientError) Error() string   { return e.err.Error() }
-func (e *transientError) Unwrap() error   { return e.err }
-func (e *transientError) Transient() bool { return true }
-
 // classify marks err transient when its cause is worth retrying and it has no marker yet:
 // a Kafka error that Kafka calls retriable (kerr.IsRetriable: a leader or controller
 // moving, metadata lagging, a request timing out…), NOT_CONTROLLER, REQUEST_TIMED_OUT,
@@ -38,7 +24,7 @@ func classify(err error) error {
 	if err == nil || retry.Marked(err) || !transientCause(err) {
 		return err
 	}
-	return &transientError{err}
+	return retry.Transient(err)
 }
 
 func transientCause(err error) bool {

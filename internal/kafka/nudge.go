@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // NudgeState is the progress of one event's zk-nudge reorder, kept in the operation
@@ -163,7 +165,7 @@ func (b *ZKBackend) writeNudge(ctx context.Context, orders map[TopicPartition][]
 	resp, err := b.cfg.Writer.Multi(ctx, ops...)
 	if err != nil {
 		if errors.Is(err, zk.ErrBadVersion) {
-			return nil, fmt.Errorf("a topic znode changed while we rewrote it (retry): %w", &transientError{err})
+			return nil, fmt.Errorf("a topic znode changed while we rewrote it (retry): %w", retry.Transient(err))
 		}
 		return nil, fmt.Errorf("rewrite topic znodes: %w", err)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Replication throttle configs (KAFKA.md, "Throttling a reassignment").
@@ -542,7 +544,7 @@ func settle(ctx context.Context, cl *kgo.Client, writes []configWrite) error {
 			if lastErr != nil {
 				msg += fmt.Sprintf(" (last read: %v)", lastErr)
 			}
-			return &transientError{fmt.Errorf("%s: %w", msg, context.Cause(ctx))}
+			return retry.Transient(fmt.Errorf("%s: %w", msg, context.Cause(ctx)))
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // FencedWriter runs a ZooKeeper transaction that fails unless the caller still holds its
@@ -367,7 +369,7 @@ func ParseController(data []byte) (*Controller, error) {
 
 // ErrNoController: no controller is elected right now (transient: it carries package
 // retry's marker).
-var ErrNoController error = &transientSentinel{"no controller is elected right now"}
+var ErrNoController error = retry.Transient(errors.New("no controller is elected right now"))
 
 // ReadController reads /controller.
 func ReadController(conn *zk.Conn, chroot string) (_ *Controller, err error) {

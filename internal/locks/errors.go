@@ -21,18 +21,18 @@ import (
 var (
 	// ErrBusy: Acquire gave up (its wait timed out) while another claim held the lock.
 	// The error is a *BusyError, which names the holder.
-	ErrBusy error = &transientSentinel{"lock busy"}
+	ErrBusy error = retry.Transient(errors.New("lock busy"))
 	// ErrLost: the lock, or the claim that waited for it, is gone: its ZooKeeper session
 	// expired, was closed, or was cut off for longer than SessionConfig.LossAfterDisconnect,
 	// or its claim node was deleted. A Held that reports it must not be used again.
-	ErrLost error = &transientSentinel{"lock lost"}
+	ErrLost error = retry.Transient(errors.New("lock lost"))
 	// ErrReleased: the Held was released; it is the cause of its Context.
 	ErrReleased = errors.New("lock released")
 	// ErrNoSession: the connection has no ZooKeeper session at the moment.
-	ErrNoSession error = &transientSentinel{"no zookeeper session"}
+	ErrNoSession error = retry.Transient(errors.New("no zookeeper session"))
 	// ErrDisconnected: the connection was down for longer than
 	// SessionConfig.LossAfterDisconnect, so its session is treated as expired.
-	ErrDisconnected error = &transientSentinel{"disconnected from zookeeper for too long"}
+	ErrDisconnected error = retry.Transient(errors.New("disconnected from zookeeper for too long"))
 	// ErrClosed: the Session was closed.
 	ErrClosed = errors.New("zookeeper session closed")
 )
@@ -66,20 +66,6 @@ func (e *BusyError) Unwrap() []error {
 	return []error{ErrBusy, e.cause}
 }
 
-// transientSentinel is a sentinel error worth retrying (package retry's marker).
-type transientSentinel struct{ msg string }
-
-func (e *transientSentinel) Error() string   { return e.msg }
-func (e *transientSentinel) Transient() bool { return true }
-
-// transientError marks a cause that IsTransient accepts but that carries no marker of its
-// own (a go-zookeeper error, a deadline): errors.Is and errors.As see the cause through it.
-type transientError struct{ err error }
-
-func (e *transientError) Error() string   { return e.err.Error() }
-func (e *transientError) Unwrap() error   { return e.err }
-func (e *transientError) Transient() bool { return true }
-
 // mark adds the transient marker to an error that IsTransient accepts and that has no
 // marker yet. Exported functions pass their errors through it, so that package retry
 // recognises them without knowing this package.
@@ -87,7 +73,7 @@ func mark(err error) error {
 	if err == nil || !IsTransient(err) || retry.Marked(err) {
 		return err
 	}
-	return &transientError{err}
+	return retry.Transient(err)
 }
 
 // IsTransient reports whether err is worth retrying later, possibly on another worker:

@@ -23,9 +23,9 @@ type ZKProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu     sync.Mutex
+	refuse bool
+	conns  map[net.Conn]struct{}
 }
 
 // NewZKProxy starts a proxy to the stack's ZooKeeper on a free loopback port; it stops
@@ -40,7 +40,7 @@ func NewZKProxy(t testing.TB) *ZKProxy {
 	go p.serve()
 	t.Cleanup(func() {
 		ln.Close()
-		p.Cut()
+		p.cut()
 	})
 	return p
 }
@@ -55,7 +55,7 @@ func (p *ZKProxy) serve() {
 			return
 		}
 		p.mu.Lock()
-		if p.cut {
+		if p.refuse {
 			p.mu.Unlock()
 			c.Close()
 			continue
@@ -72,7 +72,7 @@ func (p *ZKProxy) pipe(c net.Conn) {
 		return
 	}
 	p.mu.Lock()
-	if p.cut {
+	if p.refuse {
 		p.mu.Unlock()
 		c.Close()
 		u.Close()
@@ -96,9 +96,13 @@ func (p *ZKProxy) pipe(c net.Conn) {
 // Cut closes every connection through the proxy and refuses new ones until Heal.
 func (p *ZKProxy) Cut() {
 	CountFault()
+	p.cut()
+}
+
+func (p *ZKProxy) cut() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = true
+	p.refuse = true
 	for c := range p.conns {
 		c.Close()
 	}
@@ -108,7 +112,7 @@ func (p *ZKProxy) Cut() {
 func (p *ZKProxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.cut = false
+	p.refuse = false
 }
 
 // ExpireSession makes ZooKeeper expire conn's session: it cuts the proxy that conn uses,
