@@ -34,7 +34,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 			Root:   cfg.Lock.Root,
 			Worker: cfg.Worker.ID,
 			Wait:   cfg.Lock.AcquireTimeout,
-			Logger: w.logger.Named("locks").With(zap.String("cluster", kc.cfg.Name)),
+			Logger: w.logger.Named("locks"), // its lines name the cluster themselves
 		})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: lock: %w", kc.cfg.Name, err)
