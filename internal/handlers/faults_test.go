@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -44,8 +45,10 @@ func TestLockBusyIsRetriedLater(t *testing.T) {
 	f.start("worker-1")
 	topic := testenv.Name(t, "pl")
 	testenv.CreateTopic(t, env.Kafka(t, "local"), topic, [][]int32{{1, 2}}, nil)
+	before := state(t, f, topic)
 	release := holdLock(t, f)
-	ch := f.publish(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2}))
+	e := f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2})
+	ch := f.publish(e)
 	// The worker tried, found the lock busy, and the event came again: twice delivered.
 	testenv.Eventually(t, time.Minute, func() error {
 		if n := f.consumerState().Delivered.Consumer; n < 2 {
@@ -63,6 +66,19 @@ func TestLockBusyIsRetriedLater(t *testing.T) {
 	if res.Status != events.StatusSucceeded || res.Attempt < 2 {
 		t.Fatalf("result %s attempt %d (%s), want succeeded on a later attempt", res.Status, res.Attempt, res.Error)
 	}
+	checkPreferred(t, f, e.ID, topic, before, 2)
+}
+
+// checkPreferred checks the end of a preferred-leader event that was asked to make broker
+// the preferred leader of every partition of topic: one stored result, every partition as
+// asked or as before with the result's changes saying which, nothing of ours left.
+func checkPreferred(t *testing.T, f *fleet, id, topic string, before []kafka.Partition, broker int32) {
+	t.Helper()
+	stored := f.stored(id)
+	testenv.CheckOutcome(t, f.env.Kafka(t, f.real), stored, topic, before, func(p kafka.Partition) bool {
+		return p.Leader == broker && p.Replicas[0] == broker
+	}, true)
+	f.noLeftovers([]string{topic}, nil, "")
 }
 
 // A worker that dies while it has an event in hand (here: waiting for the lock) loses
@@ -73,8 +89,10 @@ func TestKilledWorkerLosesNoEvent(t *testing.T) {
 	kill := f.startKillable("worker-a")
 	topic := testenv.Name(t, "pl")
 	testenv.CreateTopic(t, env.Kafka(t, "local"), topic, [][]int32{{1, 2, 3}}, nil)
+	before := state(t, f, topic)
 	release := holdLock(t, f)
-	ch := f.publish(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 3}))
+	e := f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 3})
+	ch := f.publish(e)
 	// worker-a takes the event and waits for the lock.
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if n := f.consumerState().NumAckPending; n != 1 {
@@ -95,6 +113,7 @@ func TestKilledWorkerLosesNoEvent(t *testing.T) {
 		}
 		return nil
 	})
+	checkPreferred(t, f, e.ID, topic, before, 3)
 }
 
 // NATS restarts while an event waits: it is kept (file storage), the worker reconnects and
@@ -106,8 +125,10 @@ func TestNATSRestartLosesNoEvent(t *testing.T) {
 	f.start("worker-1")
 	topic := testenv.Name(t, "pl")
 	testenv.CreateTopic(t, env.Kafka(t, "kraft"), topic, [][]int32{{1, 2, 3}}, nil)
+	before := state(t, f, topic)
 	release := holdLock(t, f)
-	ch := f.publish(f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2}))
+	e := f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "preferred_leader": 2})
+	ch := f.publish(e)
 	// The worker took the event (and waits for the lock, or was told it is busy).
 	testenv.Eventually(t, 30*time.Second, func() error {
 		if n := f.consumerState().Delivered.Consumer; n < 1 {
@@ -121,6 +142,7 @@ func TestNATSRestartLosesNoEvent(t *testing.T) {
 	if res.Status != events.StatusSucceeded {
 		t.Fatalf("result after a NATS restart: %s (%s)", res.Status, res.Error)
 	}
+	checkPreferred(t, f, e.ID, topic, before, 2)
 }
 
 // A partition under reassignment is waited for, then skipped with the reason; nothing is
