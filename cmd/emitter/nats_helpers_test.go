@@ -91,6 +91,26 @@ func startNATS(t *testing.T) string {
 	return s.ClientURL()
 }
 
+// waitStored waits until the results stream holds a result for id. A waiter on the result
+// subject hears a result as it is published, a moment before the stream has stored it, so
+// a lookup of the stored result right after --wait returned may find nothing yet.
+func waitStored(t *testing.T, js jetstream.JetStream, id string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := js.Stream(t.Context(), events.ResultsStream)
+		if err == nil {
+			if _, err = s.GetLastMsgForSubject(t.Context(), events.ResultSubject(id)); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no result of %s stored: %v", id, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func connectJS(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	nc, err := nats.Connect(url)

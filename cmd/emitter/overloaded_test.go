@@ -369,6 +369,7 @@ func TestEventCommandsExitStatus(t *testing.T) {
 				!strings.Contains(stdout.String(), "leaders moved: 3; per broker after: 2=2 3=1\n") {
 				t.Errorf("%s %s: no leaders line:\n%s", name, tt.status, stdout)
 			}
+			waitStored(t, js, id)
 			e, _, stderr = testEnv(nil)
 			if code := run(t.Context(), []string{"result", "--nats-url", url, "--id", id, "-o", "json"}, e); code != want {
 				t.Errorf("result %s: exit %d, want %d; stderr:\n%s", id, code, want, stderr)

@@ -118,6 +118,7 @@ func TestWaitExitStatus(t *testing.T) {
 		}
 
 		// The result command maps the stored status the same way.
+		waitStored(t, js, id)
 		e, _, stderr = testEnv(nil)
 		if code := run(t.Context(), []string{"result", "--nats-url", url, "--id", id, "-o", "json"}, e); code != tt.want {
 			t.Errorf("result %s: exit %d, want %d; stderr:\n%s", id, code, tt.want, stderr)
