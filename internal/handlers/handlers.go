@@ -77,6 +77,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -336,20 +337,9 @@ func settle(res *events.Result, ok int) *events.Result {
 		for _, s := range res.Skipped {
 			reasons = append(reasons, s.TopicPartition.String()+": "+s.Reason)
 		}
-		res.Error = "nothing could be changed: " + joinReasons(reasons)
+		res.Error = "nothing could be changed: " + strings.Join(reasons, "; ")
 	}
 	return res
-}
-
-func joinReasons(l []string) string {
-	out := ""
-	for i, s := range l {
-		if i > 0 {
-			out += "; "
-		}
-		out += s
-	}
-	return out
 }
 
 func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited time.Duration) []plan.Skip {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -226,7 +227,7 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 	}
 	snap, err := kafka.ReadSnapshot(ctx, r.c.Client, topicsOf(e.Changes)...)
 	if err != nil {
-		return joinReasons(done), transient(err)
+		return strings.Join(done, "; "), transient(err)
 	}
 	back := map[kafka.TopicPartition][]int32{}
 	for _, ch := range e.Changes {
@@ -242,19 +243,19 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 	default:
 		be, err := r.backend(x)
 		if err != nil {
-			return joinReasons(done), err
+			return strings.Join(done, "; "), err
 		}
 		if err := be.Reorder(ctx, back); err != nil {
-			return joinReasons(done), fmt.Errorf("put the replica order back: %w", err)
+			return strings.Join(done, "; "), fmt.Errorf("put the replica order back: %w", err)
 		}
 		done = append(done, fmt.Sprintf("replica order put back on %d partitions whose election had not taken effect", len(back)))
 	}
 	changes, err := report(ctx, r.c, e.Changes, true)
 	if err != nil {
-		return joinReasons(done), err
+		return strings.Join(done, "; "), err
 	}
 	x.res.Changes = changes
-	return joinReasons(done), nil
+	return strings.Join(done, "; "), nil
 }
 
 // apply runs op with retries of transient failures, for at most ApplyTimeout, each attempt

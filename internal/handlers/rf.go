@@ -425,14 +425,14 @@ func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
 	if err := t.restore(ctx, x); err != nil {
-		return joinReasons(parts), err
+		return strings.Join(parts, "; "), err
 	}
 	changes, err := report(ctx, t.c, e.Changes, false)
 	if err != nil {
-		return joinReasons(parts), err
+		return strings.Join(parts, "; "), err
 	}
 	x.res.Changes = changes
-	return joinReasons(parts), nil
+	return strings.Join(parts, "; "), nil
 }
 
 func minus(a, b []int32) []int32 {
