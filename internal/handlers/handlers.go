@@ -295,9 +295,16 @@ func dryRun(ctx context.Context, res *events.Result, t task) (*events.Result, er
 	if err != nil {
 		return asResult(res, err)
 	}
-	res.Status, res.Changes, res.Noop = events.StatusPlanned, p.Changes, p.Noop
-	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
+	res.Status, res.Changes = events.StatusPlanned, p.Changes
+	planned(res, snap, p, 0)
 	return res, nil
+}
+
+// planned records in res what plan p found already so (noop) and what it skips, the
+// partitions still under reassignment after waiting waited included.
+func planned(res *events.Result, snap *kafka.Snapshot, p plan.Plan, waited time.Duration) {
+	res.Noop = p.Noop
+	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, waited)...)
 }
 
 // planFunc reads the cluster and plans.

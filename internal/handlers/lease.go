@@ -109,7 +109,8 @@ type exec struct {
 }
 
 // begin journals a fresh operation: from here on it can be finished or rolled back by
-// whoever holds the lock next. e's identity fields are filled here.
+// whoever holds the lock next. e's identity fields, and the partitions the result already
+// lists as noop or skipped, are filled here.
 func (x *exec) begin(ctx context.Context, e journal.Entry) error {
 	raw, err := json.Marshal(x.job.Raw)
 	if err != nil {
@@ -119,6 +120,7 @@ func (x *exec) begin(ctx context.Context, e journal.Entry) error {
 	e.Event, e.Type, e.Cluster, e.Request = ev.ID, ev.Type, ev.Cluster, raw
 	e.Worker, e.Attempt = x.job.Worker, x.job.Attempt
 	e.Strategy = x.res.Strategy
+	e.Noop, e.Skipped = x.res.Noop, x.res.Skipped
 	if e.Step == "" {
 		e.Step = journal.StepPlanned
 	}
@@ -285,8 +287,7 @@ func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, lo
 	if err != nil {
 		return fmt.Errorf("decode its event: %w", err)
 	}
-	xjob := job.Adopt(ev, raw, rec.Attempt+1)
-	xjob.LastAttempt = false // this delivery's last attempt is not the orphan's
+	xjob := job.Adopt(ev, raw, rec.Attempt+1) // not its last attempt, whatever this delivery's is
 	xres := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, StartedAt: time.Now()}
 	xlog := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster), zap.String("taken_over_by", job.Event.ID))
 	t, _, err := h.prepare(ctx, xjob, xres, xlog)
@@ -303,7 +304,7 @@ func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, lo
 	}
 	x := &exec{h: h, l: l, job: xjob, t: t, op: op, res: xres, log: xlog}
 	if done {
-		if rec.Step != "done" {
+		if rec.Step != journal.StepDone {
 			log.Warn("its result is stored but its holder gave up before finishing: rolling back what it left", zap.String("status", string(earlier.Status)))
 			summary, err := t.rollback(ctx, x)
 			if err != nil {
@@ -380,7 +381,6 @@ func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string
 	if err != nil {
 		return nil, fmt.Errorf("roll back: %w", err)
 	}
-	res.Status = events.StatusFailed
 	if summary != "" {
 		res.Error += "; " + summary
 	}

@@ -92,8 +92,7 @@ func (t *overloadedTask) start(ctx context.Context, x *exec) error {
 	if err != nil {
 		return err
 	}
-	res.Noop = p.Noop
-	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, wait)...)
+	planned(res, snap, p, wait)
 	if len(p.Changes) == 0 {
 		if len(res.Skipped) == 0 {
 			res.Note = fmt.Sprintf("broker %d leads no partition here (and heads no assignment)", *t.req.Broker)
@@ -101,7 +100,7 @@ func (t *overloadedTask) start(ctx context.Context, x *exec) error {
 		settle(res, 0)
 		return nil
 	}
-	if err := x.begin(ctx, journal.Entry{Changes: p.Changes, Skipped: res.Skipped, Noop: p.Noop}); err != nil {
+	if err := x.begin(ctx, journal.Entry{Changes: p.Changes}); err != nil {
 		return err
 	}
 	return t.resume(ctx, x)

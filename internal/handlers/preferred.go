@@ -48,13 +48,12 @@ func (t *preferredTask) start(ctx context.Context, x *exec) error {
 	if err != nil {
 		return err
 	}
-	x.res.Noop = p.Noop
-	x.res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, wait)...)
+	planned(x.res, snap, p, wait)
 	if len(p.Changes) == 0 {
 		settle(x.res, 0)
 		return nil
 	}
-	if err := x.begin(ctx, journal.Entry{Changes: p.Changes, Skipped: x.res.Skipped, Noop: p.Noop}); err != nil {
+	if err := x.begin(ctx, journal.Entry{Changes: p.Changes}); err != nil {
 		return err
 	}
 	return t.resume(ctx, x)

@@ -100,10 +100,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	}
 	todo, skips := remaining(snap, e.Changes)
 	res.Skipped = append(res.Skipped, skips...)
-	skipped := map[kafka.TopicPartition]bool{}
-	for _, s := range skips {
-		skipped[s.TopicPartition] = true
-	}
+	skipped := skippedOf(skips)
 	p := plan.Plan{Changes: todo}
 	if reorders := p.Reorders(); len(reorders) > 0 {
 		if err := x.save(ctx, journal.StepReordering); err != nil {
@@ -155,13 +152,10 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	}
 	// Never between: a partition reordered whose election did not take effect gets its
 	// order back (not with zk-nudge: one controller failover per event).
-	back := map[kafka.TopicPartition][]int32{}
-	for _, ch := range e.Changes {
-		p, ok := now[ch.TopicPartition]
-		if ok && ch.Reordered() && slices.Equal(p.Replicas, ch.ReplicasAfter) && p.Leader != ch.LeaderAfter && !p.Reassigning() {
-			back[ch.TopicPartition] = ch.ReplicasBefore
-		}
-	}
+	back := unelected(e.Changes, func(tp kafka.TopicPartition) (kafka.Partition, bool) {
+		p, ok := now[tp]
+		return p, ok
+	})
 	putBack := false
 	if len(back) > 0 && r.strategy != kafka.StrategyZKNudge {
 		if err := r.apply(ctx, log, func(ctx context.Context) error { return be.Reorder(ctx, back) }); err != nil {
@@ -212,12 +206,9 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 		if err != nil {
 			return "", err
 		}
+		// RestoreNudge records st.Restored in the journal (nudgeJournal) itself.
 		kept, err := zb.(*kafka.ZKBackend).RestoreNudge(ctx, st)
 		if err != nil {
-			return "", err
-		}
-		st.Restored = true
-		if err := x.op.Save(ctx); err != nil {
 			return "", err
 		}
 		done = append(done, "topic znodes put back (no controller failover happened)")
@@ -229,13 +220,7 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 	if err != nil {
 		return strings.Join(done, "; "), transient(err)
 	}
-	back := map[kafka.TopicPartition][]int32{}
-	for _, ch := range e.Changes {
-		p, ok := snap.Partition(ch.TopicPartition)
-		if ok && ch.Reordered() && slices.Equal(p.Replicas, ch.ReplicasAfter) && p.Leader != ch.LeaderAfter && !p.Reassigning() {
-			back[ch.TopicPartition] = ch.ReplicasBefore
-		}
-	}
+	back := unelected(e.Changes, snap.Partition)
 	switch {
 	case len(back) == 0:
 	case r.strategy == kafka.StrategyZKNudge:
@@ -256,6 +241,20 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 	}
 	x.res.Changes = changes
 	return strings.Join(done, "; "), nil
+}
+
+// unelected returns the old replica order of each planned partition that part shows with
+// its new order but not its planned leader (its election did not take effect), and not
+// under reassignment: what to put back so that it is not left between.
+func unelected(planned []plan.Change, part func(kafka.TopicPartition) (kafka.Partition, bool)) map[kafka.TopicPartition][]int32 {
+	back := map[kafka.TopicPartition][]int32{}
+	for _, ch := range planned {
+		p, ok := part(ch.TopicPartition)
+		if ok && ch.Reordered() && slices.Equal(p.Replicas, ch.ReplicasAfter) && p.Leader != ch.LeaderAfter && !p.Reassigning() {
+			back[ch.TopicPartition] = ch.ReplicasBefore
+		}
+	}
+	return back
 }
 
 // apply runs op with retries of transient failures, for at most ApplyTimeout, each attempt

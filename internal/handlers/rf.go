@@ -136,14 +136,12 @@ func (t *rfTask) start(ctx context.Context, x *exec) error {
 	if err != nil {
 		return err
 	}
-	x.res.Noop = p.Noop
-	x.res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...)
+	planned(x.res, snap, p, 0)
 	if len(p.Changes) == 0 {
 		settle(x.res, 0)
 		return nil
 	}
-	e := journal.Entry{Changes: p.Changes, Skipped: x.res.Skipped, Noop: p.Noop, Deadline: time.Now().Add(t.timeout).UTC()}
-	if err := x.begin(ctx, e); err != nil {
+	if err := x.begin(ctx, journal.Entry{Changes: p.Changes, Deadline: time.Now().Add(t.timeout).UTC()}); err != nil {
 		return err
 	}
 	return t.resume(ctx, x)
@@ -265,7 +263,8 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 	if err := t.restore(ctx, x); err != nil {
 		return stopped(ctx, err)
 	}
-	now, err := observe(ctx, t.c, e.Changes, 30*time.Second, skippedOf(st.skips), false)
+	skipped := skippedOf(st.skips)
+	now, err := observe(ctx, t.c, e.Changes, 30*time.Second, skipped, false)
 	if err != nil {
 		return stopped(ctx, err)
 	}
@@ -277,7 +276,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 			verified++
 			continue
 		}
-		if slices.ContainsFunc(st.skips, func(s plan.Skip) bool { return s.TopicPartition == ch.TopicPartition }) {
+		if skipped[ch.TopicPartition] {
 			continue
 		}
 		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified,
