@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -331,7 +332,7 @@ func readDynamic(ctx context.Context, cl *kgo.Client, refs []configRef, via int3
 			continue
 		}
 		req := kmsg.NewPtrDescribeConfigsRequest()
-		for _, name := range sortedNames(names) {
+		for _, name := range slices.Sorted(maps.Keys(names)) {
 			rr := kmsg.NewDescribeConfigsRequestResource()
 			rr.ResourceType = resourceType(entity)
 			rr.ResourceName = name
@@ -376,22 +377,13 @@ func readDynamic(ctx context.Context, cl *kgo.Client, refs []configRef, via int3
 				}
 			}
 		}
-		for _, name := range sortedNames(names) {
+		for _, name := range slices.Sorted(maps.Keys(names)) {
 			if !answered[name] {
 				errs = append(errs, fmt.Errorf("describe configs of %s %s: not in the response", entity, name))
 			}
 		}
 	}
 	return out, errors.Join(errs...)
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for n := range m {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // configWrite sets (value non-nil) or deletes (value nil) one config that held prev when
