@@ -306,20 +306,7 @@ func (r *rig) publish(typ string, data any) (string, <-chan *events.Result) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan *events.Result, 8)
-	sub, err := r.nc.Subscribe(events.ResultSubject(env.ID), func(m *nats.Msg) {
-		var res events.Result
-		if json.Unmarshal(m.Data, &res) == nil {
-			ch <- &res
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := r.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.WatchResults(t, r.nc, env.ID)
 	if _, err := r.js.Publish(t.Context(), events.Subject(r.alias, typ), body, jetstream.WithMsgID(env.ID)); err != nil {
 		t.Fatal(err)
 	}
@@ -330,14 +317,7 @@ func (r *rig) publish(typ string, data any) (string, <-chan *events.Result) {
 // result waits for the first result of an event.
 func (r *rig) result(ch <-chan *events.Result, timeout time.Duration) *events.Result {
 	r.t.Helper()
-	select {
-	case res := <-ch:
-		testenv.CountResult()
-		return res
-	case <-time.After(timeout):
-		r.t.Fatalf("no result within %s", timeout)
-		return nil
-	}
+	return testenv.NextResult(r.t, ch, timeout)
 }
 
 // oneStored checks that exactly one result of event id is stored (testenv.StoredResult).

@@ -240,22 +240,7 @@ func (f *fleet) event(typ string, data any) *events.Envelope {
 func (f *fleet) publishRaw(subject, id string, body []byte, opts ...jetstream.PublishOpt) <-chan *events.Result {
 	t := f.t
 	t.Helper()
-	ch := make(chan *events.Result, 4)
-	sub, err := f.nc.Subscribe(events.ResultSubject(id), func(m *nats.Msg) {
-		var r events.Result
-		if err := json.Unmarshal(m.Data, &r); err != nil {
-			t.Errorf("result is not JSON: %v: %s", err, m.Data)
-			return
-		}
-		ch <- &r
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := f.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.WatchResults(t, f.nc, id)
 	if _, err := f.js.Publish(t.Context(), subject, body, opts...); err != nil {
 		t.Fatalf("publish on %s: %v", subject, err)
 	}
@@ -276,14 +261,7 @@ func (f *fleet) publish(env *events.Envelope) <-chan *events.Result {
 // wait returns the next result from ch.
 func wait(t *testing.T, ch <-chan *events.Result, timeout time.Duration) *events.Result {
 	t.Helper()
-	select {
-	case r := <-ch:
-		testenv.CountResult()
-		return r
-	case <-time.After(timeout):
-		t.Fatalf("no result within %s", timeout)
-		return nil
-	}
+	return testenv.NextResult(t, ch, timeout)
 }
 
 // run publishes an event and waits for its result.

@@ -323,6 +323,28 @@ func keptNames(kept []kafka.KeptThrottle) []string {
 	return out
 }
 
+// apply applies keys and checks that it fails on nothing and keeps exactly want
+// (keptNames form: none when want is empty).
+func (f *throttleFixture) apply(ctx context.Context, what string, keys []kafka.ThrottleKey, want ...string) {
+	f.t.Helper()
+	kept, err := kafka.ApplyThrottles(ctx, f.cl, keys)
+	f.checkKept(what, kept, err, want)
+}
+
+// restore restores keys and checks it as apply does.
+func (f *throttleFixture) restore(ctx context.Context, what string, keys []kafka.ThrottleKey, want ...string) {
+	f.t.Helper()
+	kept, err := kafka.RestoreThrottles(ctx, f.cl, keys)
+	f.checkKept(what, kept, err, want)
+}
+
+func (f *throttleFixture) checkKept(what string, kept []kafka.KeptThrottle, err error, want []string) {
+	f.t.Helper()
+	if err != nil || !slices.Equal(keptNames(kept), want) {
+		f.t.Fatalf("%s: kept %q, %v; want kept %q", what, keptNames(kept), err, want)
+	}
+}
+
 // untouched are the configs no plan of these tests sets: the follower rate of the sources
 // (1, 2), the leader rate of the follower (3), both rates of brokers in no spec.
 func (f *throttleFixture) untouched() [][2]string {
@@ -361,18 +383,13 @@ func TestThrottleRoundTripNoPriorValues(t *testing.T) {
 		}
 		keys = journal(f.t, keys)
 
-		kept, err := kafka.ApplyThrottles(ctx, f.cl, keys)
-		if err != nil || len(kept) > 0 {
-			f.t.Fatalf("apply: kept %q, %v", keptNames(kept), err)
-		}
+		f.apply(ctx, "apply", keys)
 		// Apply returns once the brokers show the values: no waiting here.
 		for _, k := range keys {
 			f.is(k.Entity, k.Name, k.Key, &k.Ours)
 		}
 		// A second apply (a worker restarted after the write) changes nothing.
-		if kept, err := kafka.ApplyThrottles(ctx, f.cl, keys); err != nil || len(kept) > 0 {
-			f.t.Fatalf("second apply: kept %q, %v", keptNames(kept), err)
-		}
+		f.apply(ctx, "second apply", keys)
 		// Planning again now finds our values: nothing left to set.
 		if again, err := kafka.PlanThrottles(ctx, f.cl, f.spec()); err != nil || len(again) > 0 {
 			f.t.Errorf("plan while applied = %q, %v; want nothing", keyNames(again), err)
@@ -381,17 +398,12 @@ func TestThrottleRoundTripNoPriorValues(t *testing.T) {
 			f.is(kafka.EntityBroker, u[0], u[1], nil)
 		}
 
-		kept, err = kafka.RestoreThrottles(ctx, f.cl, keys)
-		if err != nil || len(kept) > 0 {
-			f.t.Fatalf("restore: kept %q, %v", keptNames(kept), err)
-		}
+		f.restore(ctx, "restore", keys)
 		for _, k := range keys {
 			f.is(k.Entity, k.Name, k.Key, nil) // deleted, and shown, when Restore returns
 		}
 		// Restore twice is harmless: nothing written, nothing reported.
-		if kept, err := kafka.RestoreThrottles(ctx, f.cl, keys); err != nil || len(kept) > 0 {
-			f.t.Fatalf("second restore: kept %q, %v", keptNames(kept), err)
-		}
+		f.restore(ctx, "second restore", keys)
 		for _, k := range keys {
 			f.is(k.Entity, k.Name, k.Key, nil)
 		}
@@ -438,9 +450,7 @@ func TestThrottleRestoresPriorValuesAndWritesOnlyPlannedKeys(t *testing.T) {
 		}
 		keys = journal(f.t, keys)
 
-		if kept, err := kafka.ApplyThrottles(ctx, f.cl, keys); err != nil || len(kept) > 0 {
-			f.t.Fatalf("apply: kept %q, %v", keptNames(kept), err)
-		}
+		f.apply(ctx, "apply", keys)
 		for _, k := range keys {
 			f.is(k.Entity, k.Name, k.Key, &k.Ours)
 		}
@@ -454,9 +464,7 @@ func TestThrottleRestoresPriorValuesAndWritesOnlyPlannedKeys(t *testing.T) {
 		other3L2 := f.rate(5)
 		f.setOther("broker", "3", kafka.LeaderThrottledRate, &other3L2)
 
-		if kept, err := kafka.RestoreThrottles(ctx, f.cl, keys); err != nil || len(kept) > 0 {
-			f.t.Fatalf("restore: kept %q, %v", keptNames(kept), err)
-		}
+		f.restore(ctx, "restore", keys)
 		check := func() {
 			f.t.Helper()
 			f.is("broker", "1", kafka.LeaderThrottledRate, &prior1L)
@@ -469,9 +477,7 @@ func TestThrottleRestoresPriorValuesAndWritesOnlyPlannedKeys(t *testing.T) {
 			f.is("broker", "2", kafka.FollowerThrottledRate, nil)
 		}
 		check()
-		if kept, err := kafka.RestoreThrottles(ctx, f.cl, keys); err != nil || len(kept) > 0 {
-			f.t.Fatalf("second restore: kept %q, %v", keptNames(kept), err)
-		}
+		f.restore(ctx, "second restore", keys)
 		check()
 	})
 }
@@ -485,9 +491,7 @@ func TestThrottleKeepsValueChangedAfterApply(t *testing.T) {
 			f.t.Fatal(err)
 		}
 		keys = journal(f.t, keys)
-		if kept, err := kafka.ApplyThrottles(ctx, f.cl, keys); err != nil || len(kept) > 0 {
-			f.t.Fatalf("apply: kept %q, %v", keptNames(kept), err)
-		}
+		f.apply(ctx, "apply", keys)
 		// An operator lowers broker 2's leader rate and adds a replica to the topic's
 		// follower list while the copy runs.
 		theirs := f.rate(7)
@@ -499,13 +503,7 @@ func TestThrottleKeepsValueChangedAfterApply(t *testing.T) {
 			"topic " + f.topic + " " + kafka.FollowerThrottledReplicas + `="0:3,0:4,1:3"`,
 		}
 		for i := range 2 { // a second restore reports them again and changes nothing
-			kept, err := kafka.RestoreThrottles(ctx, f.cl, keys)
-			if err != nil {
-				f.t.Fatalf("restore %d: %v", i+1, err)
-			}
-			if !slices.Equal(keptNames(kept), wantKept) {
-				f.t.Errorf("restore %d: kept %q, want %q", i+1, keptNames(kept), wantKept)
-			}
+			f.restore(ctx, fmt.Sprintf("restore %d", i+1), keys, wantKept...)
 			f.is("broker", "2", kafka.LeaderThrottledRate, &theirs)
 			f.is("topic", f.topic, kafka.FollowerThrottledReplicas, ptr("0:3,0:4,1:3"))
 			f.is("broker", "1", kafka.LeaderThrottledRate, nil)
@@ -534,13 +532,7 @@ func TestThrottleKeepsValueChangedBetweenPlanAndApply(t *testing.T) {
 			"broker 3 " + kafka.FollowerThrottledRate + "=" + str(&theirs),
 			"topic " + f.topic + " " + kafka.LeaderThrottledReplicas + `="0:1"`,
 		}
-		kept, err := kafka.ApplyThrottles(ctx, f.cl, keys)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if !slices.Equal(keptNames(kept), wantKept) {
-			f.t.Errorf("apply: kept %q, want %q", keptNames(kept), wantKept)
-		}
+		f.apply(ctx, "apply", keys, wantKept...)
 		f.is("broker", "3", kafka.FollowerThrottledRate, &theirs)
 		f.is("topic", f.topic, kafka.LeaderThrottledReplicas, ptr("0:1"))
 		rate := f.rate(0)
@@ -549,13 +541,7 @@ func TestThrottleKeepsValueChangedBetweenPlanAndApply(t *testing.T) {
 		f.is("topic", f.topic, kafka.FollowerThrottledReplicas, ptr("0:3,1:3"))
 
 		// Restore puts back what we set and leaves theirs (reported again: not ours).
-		kept, err = kafka.RestoreThrottles(ctx, f.cl, keys)
-		if err != nil {
-			f.t.Fatal(err)
-		}
-		if !slices.Equal(keptNames(kept), wantKept) {
-			f.t.Errorf("restore: kept %q, want %q", keptNames(kept), wantKept)
-		}
+		f.restore(ctx, "restore", keys, wantKept...)
 		f.is("broker", "3", kafka.FollowerThrottledRate, &theirs)
 		f.is("topic", f.topic, kafka.LeaderThrottledReplicas, ptr("0:1"))
 		f.is("broker", "1", kafka.LeaderThrottledRate, nil)
@@ -597,10 +583,7 @@ func TestThrottleRestoreAfterTopicDeleted(t *testing.T) {
 			}
 			return nil
 		})
-		kept, err := kafka.RestoreThrottles(ctx, f.cl, keys)
-		if err != nil || len(kept) > 0 {
-			f.t.Fatalf("restore: kept %q, %v", keptNames(kept), err)
-		}
+		f.restore(ctx, "restore", keys)
 		for _, b := range []string{"1", "2"} {
 			f.is("broker", b, kafka.LeaderThrottledRate, nil)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
@@ -319,4 +322,17 @@ func (c *calls) get() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n
+}
+
+// checkEventsTotal compares the registry's kafkamender_events_total with samples (lines in
+// the Prometheus text format).
+func checkEventsTotal(t *testing.T, reg *prometheus.Registry, samples string) {
+	t.Helper()
+	err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP kafkamender_events_total Events handled, by type and result status.
+# TYPE kafkamender_events_total counter
+`+strings.TrimPrefix(samples, "\n")), "kafkamender_events_total")
+	if err != nil {
+		t.Error(err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,6 +23,44 @@ import (
 // The checks fault tests run after a fault: the promise kafkamender makes is that every
 // event has exactly one true result, the cluster ends as asked or as before (never
 // between), and nothing of its own is left behind.
+
+// WatchResults subscribes to the result subject of event id, before the event is
+// published, and returns a channel that receives every result published there (replays
+// included). A result that is not JSON fails the test.
+func WatchResults(t testing.TB, nc *nats.Conn, id string) <-chan *events.Result {
+	t.Helper()
+	ch := make(chan *events.Result, 8)
+	sub, err := nc.Subscribe(events.ResultSubject(id), func(m *nats.Msg) {
+		var res events.Result
+		if err := json.Unmarshal(m.Data, &res); err != nil {
+			t.Errorf("result is not JSON: %v: %s", err, m.Data)
+			return
+		}
+		ch <- &res
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return ch
+}
+
+// NextResult returns the next result from ch (see WatchResults), counted in the tally, or
+// fails the test after timeout.
+func NextResult(t testing.TB, ch <-chan *events.Result, timeout time.Duration) *events.Result {
+	t.Helper()
+	select {
+	case res := <-ch:
+		CountResult()
+		return res
+	case <-time.After(timeout):
+		t.Fatalf("no result within %s", timeout)
+		return nil
+	}
+}
 
 // StoredResult checks that exactly one result of event id is stored in KAFKAMENDER_RESULTS
 // (the audit trail), and returns it.
