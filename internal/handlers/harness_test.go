@@ -199,6 +199,8 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
 		AckWait:        10 * time.Second, Logger: log, InactiveThreshold: time.Minute,
+		// As the worker does (canLock): without a lock session, take no events.
+		CanServe: func() error { _, err := sess.Current(); return err },
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -101,6 +101,11 @@ type Config struct {
 	ResultsMaxAge time.Duration
 	Logger        *zap.Logger
 	Registerer    prometheus.Registerer
+	// CanServe, when set, is asked before each fetch: while it returns an error this worker
+	// takes no events (those in hand go on), so that a worker that cannot do its work (it
+	// has no ZooKeeper session for its locks) leaves the events to the workers that can,
+	// instead of failing each transiently and using up its deliveries.
+	CanServe func() error
 }
 
 func (c *Config) setDefaults() {
@@ -138,10 +143,11 @@ type Pipeline struct {
 	handlers map[string]Handler
 	log      *zap.Logger
 
-	mu      sync.Mutex
-	results *streamResults
-	evs     jetstream.Stream
-	cons    jetstream.Consumer
+	mu          sync.Mutex
+	cannotServe bool // the last CanServe said no
+	results     *streamResults
+	evs         jetstream.Stream
+	cons        jetstream.Consumer
 
 	events   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -284,6 +290,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 func (p *Pipeline) loop(ctx context.Context) {
 	for ctx.Err() == nil {
+		if !p.canServe() {
+			sleep(ctx, canServePoll)
+			continue
+		}
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		batch, err := p.cons.Fetch(1, jetstream.FetchContext(fctx))
 		if err != nil {
@@ -299,6 +309,28 @@ func (p *Pipeline) loop(ctx context.Context) {
 		}
 		cancel()
 	}
+}
+
+// canServePoll is how often a worker that cannot serve asks again.
+const canServePoll = 250 * time.Millisecond
+
+// canServe asks Config.CanServe, logging when the answer changes.
+func (p *Pipeline) canServe() bool {
+	var err error
+	if p.cfg.CanServe != nil {
+		err = p.cfg.CanServe()
+	}
+	p.mu.Lock()
+	changed := (err != nil) != p.cannotServe
+	p.cannotServe = err != nil
+	p.mu.Unlock()
+	switch {
+	case changed && err != nil:
+		p.log.Warn("not taking events: this worker cannot serve them now; other workers take them", zap.Error(err))
+	case changed:
+		p.log.Info("taking events again")
+	}
+	return err == nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

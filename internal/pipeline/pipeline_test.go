@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -555,5 +556,53 @@ func TestShutdownHandsEventOn(t *testing.T) {
 	e.waitSettled()
 	if n.get() != 0 {
 		t.Errorf("handler ran %d times past the delivery limit", n.get())
+	}
+}
+
+// A worker that cannot serve (CanServe says why) takes no event: it is not delivered, so
+// none of its deliveries is used up, and another worker that can takes it; once it can
+// serve again, it takes events again.
+func TestCannotServeLeavesEventsToOthers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var serving atomic.Bool
+	var asked atomic.Int64
+	cfg := config(t)
+	cfg.CanServe = func() error {
+		asked.Add(1)
+		if !serving.Load() {
+			return errors.New("no zookeeper session")
+		}
+		return nil
+	}
+	var n calls
+	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
+		n.inc()
+		return &events.Result{Status: events.StatusSucceeded}, nil
+	})
+	e.publish("ev-gated")
+	// The pipeline asked several times since the event was published, and fetched nothing.
+	seen := asked.Load()
+	e.eventually("CanServe asked again", func() bool { return asked.Load() >= seen+8 })
+	if ci := e.consumer(); ci.Delivered.Consumer != 0 || n.get() != 0 {
+		t.Fatalf("while it cannot serve: delivered %d, handled %d; want 0, 0", ci.Delivered.Consumer, n.get())
+	}
+
+	// Another worker that can serve takes it, on its first delivery.
+	other := config(t)
+	other.Worker = "w2"
+	stopOther := e.start(e.connect(), other, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
+		return &events.Result{Status: events.StatusSucceeded}, nil
+	})
+	if res := e.waitResult("ev-gated"); res.Worker != "w2" || res.Attempt != 1 {
+		t.Fatalf("result by %s on attempt %d; want w2 on attempt 1", res.Worker, res.Attempt)
+	}
+	stopOther()
+
+	// Back in service, the first worker takes events again.
+	serving.Store(true)
+	e.publish("ev-back")
+	if res := e.waitResult("ev-back"); res.Worker != "w1" || n.get() != 1 {
+		t.Fatalf("result by %s, first worker handled %d; want w1, 1", res.Worker, n.get())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,6 +25,7 @@ import (
 func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipeline, error) {
 	cfg := w.cfg
 	clusters := map[string]*handlers.Cluster{}
+	var lockSessions []*locks.Session
 	for _, kc := range c.clusters {
 		sess := c.lockZK.sess
 		hc := &handlers.Cluster{Name: kc.cfg.Name, Client: kc.client, Strategy: kafka.Strategy(kc.cfg.Strategy)}
@@ -41,6 +43,9 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		}
 		hc.Locker = lk
 		clusters[hc.Name] = hc
+		if !slices.Contains(lockSessions, sess) {
+			lockSessions = append(lockSessions, sess)
+		}
 	}
 	metrics, err := handlers.NewMetrics(w.registry)
 	if err != nil {
@@ -76,6 +81,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		FilterSubjects: cfg.NATS.Subjects,
 		AckWait:        cfg.NATS.AckWait,
 		MaxAttempts:    cfg.NATS.MaxAttempts,
+		CanServe:       canLock(lockSessions),
 		Logger:         w.logger,
 		Registerer:     w.registry,
 	})
@@ -88,6 +94,20 @@ func pipelineProbe(p *pipeline.Pipeline) probeFunc {
 			return "", err
 		}
 		return "consuming " + events.EventsStream, nil
+	}
+}
+
+// canLock is the pipeline's CanServe: a worker without a session on a ZooKeeper that
+// holds its locks could take no lock, so each event it took would fail and use up a
+// delivery; it leaves them to the workers that can.
+func canLock(sessions []*locks.Session) func() error {
+	return func() error {
+		for _, s := range sessions {
+			if _, err := s.Current(); err != nil {
+				return fmt.Errorf("cannot take locks: %w", err)
+			}
+		}
+		return nil
 	}
 }
 
