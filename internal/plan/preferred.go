@@ -14,6 +14,14 @@ type Change struct {
 	ReplicasAfter  []int32 `json:"replicas_after"`
 	LeaderBefore   int32   `json:"leader_before"`
 	LeaderAfter    int32   `json:"leader_after"`
+
+	// Log-dir moves (logdir-move-requested) only: the replica of Broker moves from the log
+	// directory DirBefore to DirAfter; Bytes is its size when planned. The replica list
+	// and the leader do not change.
+	Broker    *int32 `json:"broker,omitempty"`
+	DirBefore string `json:"dir_before,omitempty"`
+	DirAfter  string `json:"dir_after,omitempty"`
+	Bytes     int64  `json:"bytes,omitempty"`
 }
 
 // Reordered reports whether the change reorders the replicas (else it only elects).
