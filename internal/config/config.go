@@ -26,6 +26,21 @@ type Config struct {
 	BrokerOverloaded BrokerOverloaded `yaml:"broker_overloaded"`
 	// ReplicationFactor tunes replication-factor changes.
 	ReplicationFactor ReplicationFactor `yaml:"replication_factor"`
+	// LogDir tunes log-dir moves (logdir-move-requested).
+	LogDir LogDir `yaml:"logdir"`
+}
+
+// LogDir tunes moves of replicas between the log directories (disks) of a broker.
+type LogDir struct {
+	// ThrottleBytesPerSec is the broker's replica.alter.log.dirs.io.max.bytes.per.second
+	// while a move runs, when the event sets none; 0: none.
+	ThrottleBytesPerSec int64 `yaml:"throttle_bytes_per_sec"`
+	// Timeout bounds a move when the event sets none; unfinished copies are then
+	// cancelled. Default 1h.
+	Timeout time.Duration `yaml:"timeout"`
+	// Tolerance is how close a balance leaves the two directories, as a fraction of their
+	// combined size. Default 0.1; must be in [0, 1).
+	Tolerance *float64 `yaml:"tolerance"`
 }
 
 // ReplicationFactor tunes replication-factor changes.
@@ -315,6 +330,15 @@ func (c *Config) Validate() error {
 	}
 	if c.ReplicationFactor.ThrottleSettle < 0 {
 		p.add("replication_factor.throttle_settle", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.ThrottleSettle))
+	}
+	if c.LogDir.ThrottleBytesPerSec < 0 {
+		p.add("logdir.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", c.LogDir.ThrottleBytesPerSec))
+	}
+	if c.LogDir.Timeout < 0 {
+		p.add("logdir.timeout", fmt.Errorf("%s: must not be negative", c.LogDir.Timeout))
+	}
+	if t := c.LogDir.Tolerance; t != nil && (*t < 0 || *t >= 1) {
+		p.add("logdir.tolerance", fmt.Errorf("%g: must be at least 0 and less than 1", *t))
 	}
 	if c.BrokerOverloaded.CoolDown < 0 {
 		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))

@@ -77,8 +77,10 @@ type LogDirMove struct {
 	FromDir             string `json:"from_dir,omitempty"`
 	ToDir               string `json:"to_dir,omitempty"`
 	ThrottleBytesPerSec int64  `json:"throttle_bytes_per_sec,omitempty"`
-	DryRun              bool   `json:"dry_run,omitempty"`
-	Reason              string `json:"reason,omitempty"`
+	// Timeout bounds the whole move across retries (default: the worker's logdir.timeout).
+	Timeout Duration `json:"timeout,omitzero"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
 }
 
 // Duration is a Go duration written as a string ("90s", "15m").
@@ -452,18 +454,21 @@ func (p *LogDirMove) validate() error {
 	var errs []error
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
-	}
-	if p.ToDir == "" {
-		errs = append(errs, errors.New("data.to_dir: required"))
+	} else if *p.Broker < 0 {
+		errs = append(errs, fmt.Errorf("data.broker: %d: must not be negative", *p.Broker))
 	}
 	single := p.Topic != "" || p.Partition != nil
 	switch {
 	case single && p.FromDir != "":
-		errs = append(errs, errors.New("data: give either topic+partition or from_dir, not both"))
+		errs = append(errs, errors.New("data: give either topic+partition (one replica) or from_dir (balance a disk), not both"))
 	case single && (p.Topic == "" || p.Partition == nil):
 		errs = append(errs, errors.New("data: topic and partition go together"))
-	case !single && p.FromDir == "":
-		errs = append(errs, errors.New("data: give topic+partition (one replica) or from_dir (balance a disk)"))
+	case single && p.ToDir == "":
+		errs = append(errs, errors.New("data.to_dir: required to move one replica"))
+	case single && *p.Partition < 0:
+		errs = append(errs, fmt.Errorf("data.partition: %d: must not be negative", *p.Partition))
+	case !single && p.FromDir != "" && p.FromDir == p.ToDir:
+		errs = append(errs, fmt.Errorf("data: from_dir and to_dir are the same directory %q", p.FromDir))
 	}
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))

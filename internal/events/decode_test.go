@@ -98,3 +98,44 @@ func TestDecodeRejections(t *testing.T) {
 		})
 	}
 }
+
+func logdirEvent(data string) string {
+	return strings.Replace(structured(data), `"type":"replica-change-requested"`, `"type":"logdir-move-requested"`, 1)
+}
+
+const logdirSubj = "kafkamender.events.local.logdir-move-requested"
+
+func TestDecodeLogDirMove(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	for _, tc := range []struct{ name, data, want string }{
+		{"explicit", `{"broker":1,"topic":"o","partition":2,"to_dir":"/b","timeout":"10m"}`, ""},
+		{"balance between two", `{"broker":1,"from_dir":"/a","to_dir":"/b","throttle_bytes_per_sec":1000}`, ""},
+		{"balance fullest to emptiest", `{"broker":1}`, ""},
+		{"balance to a dir", `{"broker":1,"to_dir":"/b"}`, ""},
+		{"no broker", `{"from_dir":"/a"}`, "data.broker: required"},
+		{"negative broker", `{"broker":-1}`, "data.broker: -1: must not be negative"},
+		{"explicit without target", `{"broker":1,"topic":"o","partition":2}`, "data.to_dir: required to move one replica"},
+		{"topic alone", `{"broker":1,"topic":"o","to_dir":"/b"}`, "topic and partition go together"},
+		{"both kinds", `{"broker":1,"topic":"o","partition":1,"from_dir":"/a","to_dir":"/b"}`, "not both"},
+		{"same dirs", `{"broker":1,"from_dir":"/a","to_dir":"/a"}`, `from_dir and to_dir are the same directory "/a"`},
+		{"negative partition", `{"broker":1,"topic":"o","partition":-2,"to_dir":"/b"}`, "data.partition: -2"},
+		{"negative throttle", `{"broker":1,"throttle_bytes_per_sec":-5}`, "must not be negative"},
+		{"unknown field", `{"broker":1,"disk":"/a"}`, `data: unknown field "disk"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(logdirSubj, nil, []byte(logdirEvent(tc.data)), opts)
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := ev.Payload.(*LogDirMove); !ok {
+					t.Fatalf("payload %T", ev.Payload)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+}

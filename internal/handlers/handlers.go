@@ -5,7 +5,8 @@
 //	journal → apply → verify → result (published under the lock) → journal deleted
 //
 // The files are named after what they handle: preferred.go (make a broker the preferred
-// leader), overloaded.go (shed a broker's leadership), rf.go (replication factor), with
+// leader), overloaded.go (shed a broker's leadership), rf.go (replication factor),
+// logdir.go (move replicas between a broker's log directories), with
 // reorder.go the reorder-and-elect steps the first two share, and lease.go the lock, the
 // journal and the rules below.
 //
@@ -53,6 +54,9 @@
 //     per event stays, and the result says so.
 //   - replication factor: reassignments of ours still running are cancelled (KIP-455: the
 //     replica set goes back), partitions that finished stay, throttles are restored.
+//   - log-dir moves: future replicas of ours still copying are dropped (AlterReplicaLogDirs
+//     back to the current directory), moves that finished stay, the broker's
+//     replica.alter.log.dirs.io.max.bytes.per.second is restored.
 //
 // Never cancelled or restored: on a graceful shutdown (SIGTERM) the lock is released, the
 // journal and the copies in flight are left, and the next holder adopts them; when the lock
@@ -123,6 +127,8 @@ type Config struct {
 	ApplyTimeout time.Duration
 	// RF tunes replication-factor changes.
 	RF RFOptions
+	// LogDir tunes log-dir moves.
+	LogDir LogDirOptions
 	// Overloaded tunes broker-overloaded.
 	Overloaded OverloadedOptions
 	// Hook, when set, is called at named steps of an operation (see the Step* constants):
@@ -186,6 +192,7 @@ func New(cfg Config) (*Handlers, error) {
 		cfg.Overloaded.CoolDown = 10 * time.Minute
 	}
 	cfg.RF.defaults()
+	cfg.LogDir.defaults()
 	if cfg.Hook == nil {
 		cfg.Hook = func(string) {}
 	}
@@ -203,7 +210,7 @@ func New(cfg Config) (*Handlers, error) {
 
 // Types lists the event types these handlers carry out.
 func (h *Handlers) Types() []string {
-	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested}
+	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested, events.TypeLogDirMoveRequested}
 }
 
 // task is one event's operation, prepared (checked, not planned) outside the lock.
@@ -263,6 +270,10 @@ func (h *Handlers) prepare(ctx context.Context, job *pipeline.Job, res *events.R
 		res.Reason = req.Reason
 		t, err := h.newOverloaded(ctx, job, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
 		return t, c, err
+	case *events.LogDirMove:
+		res.Reason = req.Reason
+		t, err := h.newLogDir(ctx, job, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
+		return t, c, err
 	}
 	return nil, nil, fmt.Errorf("this worker has no handler for %s events", ev.Type)
 }
@@ -297,6 +308,9 @@ func dryRun(ctx context.Context, res *events.Result, t task) (*events.Result, er
 	}
 	res.Status, res.Changes = events.StatusPlanned, p.Changes
 	planned(res, snap, p, 0)
+	if n, ok := t.(interface{ summaryNote() string }); ok {
+		res.AddNote(n.summaryNote())
+	}
 	return res, nil
 }
 

@@ -195,6 +195,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
 		events.TypeReplicaChangeRequested: h,
 		events.TypeBrokerOverloaded:       h,
+		events.TypeLogDirMoveRequested:    h,
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},

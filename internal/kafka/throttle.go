@@ -26,6 +26,9 @@ const (
 	FollowerThrottledRate     = "follower.replication.throttled.rate"
 	LeaderThrottledReplicas   = "leader.replication.throttled.replicas"
 	FollowerThrottledReplicas = "follower.replication.throttled.replicas"
+	// AlterLogDirsThrottledRate throttles, per broker, the copies of replicas moving
+	// between its log directories (AlterReplicaLogDirs).
+	AlterLogDirsThrottledRate = "replica.alter.log.dirs.io.max.bytes.per.second"
 )
 
 // Entities of a ThrottleKey.
@@ -126,6 +129,26 @@ func PlanThrottles(ctx context.Context, cl *kgo.Client, spec ThrottleSpec) (keys
 		keys = append(keys, ThrottleKey{Entity: r.entity, Name: r.name, Key: r.key, Before: before, Ours: o})
 	}
 	sortThrottleKeys(keys)
+	return keys, nil
+}
+
+// PlanBrokerThrottle is PlanThrottles for one broker config: the key that sets key to rate
+// on broker, with the broker's dynamic value now as Before; none when it holds rate
+// already. Nothing is written.
+func PlanBrokerThrottle(ctx context.Context, cl *kgo.Client, broker int32, key string, rate int64) (keys []ThrottleKey, err error) {
+	defer func() { err = classify(err) }()
+	if rate <= 0 {
+		return nil, fmt.Errorf("plan throttle %s of broker %d: rate %d is not positive", key, broker, rate)
+	}
+	r := configRef{EntityBroker, strconv.Itoa(int(broker)), key}
+	cur, err := readDynamic(ctx, cl, []configRef{r}, -1)
+	if err != nil {
+		return nil, fmt.Errorf("plan throttle %s of broker %d: %w", key, broker, err)
+	}
+	ours := strconv.FormatInt(rate, 10)
+	if before := cur.values[r]; !sameValue(key, before, &ours) {
+		keys = append(keys, ThrottleKey{Entity: r.entity, Name: r.name, Key: key, Before: before, Ours: ours})
+	}
 	return keys, nil
 }
 

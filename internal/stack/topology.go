@@ -108,7 +108,7 @@ func Clusters() []Cluster {
 		{
 			Name: "kraft", Mode: ModeKRaft, Version: Kafka4Version,
 			Brokers: []Broker{
-				{ID: 1, Addr: "127.0.0.1:19192", ControllerAddr: "127.0.0.1:19193", LogDirs: 1},
+				{ID: 1, Addr: "127.0.0.1:19192", ControllerAddr: "127.0.0.1:19193", LogDirs: 2},
 				{ID: 2, Addr: "127.0.0.1:29192", ControllerAddr: "127.0.0.1:29193", LogDirs: 1},
 				{ID: 3, Addr: "127.0.0.1:39192", ControllerAddr: "127.0.0.1:39193", LogDirs: 1},
 			},

@@ -64,6 +64,8 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		Metrics:  metrics,
 		RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
 			ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal, ThrottleSettle: rf.ThrottleSettle},
+		LogDir: handlers.LogDirOptions{Throttle: cfg.LogDir.ThrottleBytesPerSec, Timeout: cfg.LogDir.Timeout,
+			Tolerance: cfg.LogDir.Tolerance},
 		Overloaded: handlers.OverloadedOptions{CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
 		Hook:       pauseHook(w.logger, ctx.Done()),
 	})
