@@ -76,10 +76,17 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 			fmt.Fprintf(&b, "changes: %d\n", len(r.Changes))
 		}
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER")
-		for _, c := range r.Changes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.TopicPartition, replicas(c.ReplicasBefore),
-				replicas(c.ReplicasAfter), leader(c.LeaderBefore), leader(c.LeaderAfter))
+		if r.Type == events.TypeLogDirMoveRequested {
+			fmt.Fprintln(tw, "PARTITION\tBROKER\tDIR BEFORE\tDIR AFTER\tBYTES")
+			for _, c := range r.Changes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.TopicPartition, brokerOf(c.Broker), orDash(c.DirBefore), orDash(c.DirAfter), c.Bytes)
+			}
+		} else {
+			fmt.Fprintln(tw, "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER")
+			for _, c := range r.Changes {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.TopicPartition, replicas(c.ReplicasBefore),
+					replicas(c.ReplicasAfter), leader(c.LeaderBefore), leader(c.LeaderAfter))
+			}
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -146,6 +153,13 @@ func leadersMoved(status events.Status, changes []plan.Change) string {
 	}
 	b.WriteString("\n")
 	return b.String()
+}
+
+func brokerOf(b *int32) string {
+	if b == nil {
+		return "-"
+	}
+	return fmt.Sprint(*b)
 }
 
 func orDash(s string) string {

@@ -77,10 +77,11 @@ func run(ctx context.Context, args []string, e env) int {
 		"preferred-leader":   runPreferredLeader,
 		"broker-overloaded":  runBrokerOverloaded,
 		"replication-factor": runReplicationFactor,
+		"logdir-move":        runLogDirMove,
 		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
-	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "result":
+	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move", "result":
 		return commands[cmd](ctx, rest, e)
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
@@ -119,6 +120,7 @@ Usage:
     emitter preferred-leader --cluster CLUSTER --topic TOPIC --broker BROKER [flags]
     emitter broker-overloaded --cluster CLUSTER --broker BROKER [flags]
     emitter replication-factor --cluster CLUSTER --topic TOPIC --rf N [flags]
+    emitter logdir-move --cluster CLUSTER --broker ID [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
 
@@ -137,6 +139,10 @@ Commands:
                       replica-change-requested event), throttled, in batches;
                       --wait shows the copy's progress and waits up to 2h for
                       the result, --dry-run asks for the plan
+    logdir-move       move replicas between the log directories (disks) of a
+                      broker (a logdir-move-requested event): one replica, or a
+                      balance of the fullest directory into the emptiest;
+                      --wait shows the copy's progress, --dry-run the plan
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on
