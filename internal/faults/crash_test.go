@@ -254,3 +254,36 @@ func TestCrashLoopEndsInADeadLetter(t *testing.T) {
 	r.outcome(stored, topic, before, func(kafka.Partition) bool { return false }, true)
 	r.noLeftovers([]string{topic}, nil)
 }
+
+// kill -9 at each step of a throttled log-dir move on the KRaft node with two log
+// directories: the next worker adopts the move (the future replica keeps copying without
+// a worker), finishes it, restores the copy throttle it did not set, and the replica ends
+// in the target directory with every record readable.
+func TestKillLogDirMoveAtEachStep(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	dirs, err := env.Stack.LogDirs("kraft", 1)
+	if err != nil || len(dirs) != 2 {
+		t.Fatalf("kraft node 1 log dirs: %v %v", dirs, err)
+	}
+	for _, step := range []string{handlers.StepJournalWritten, handlers.StepThrottled, handlers.StepCopying, handlers.StepBeforeResult} {
+		t.Run(step, func(t *testing.T) {
+			r := newRig(t, env, "kraft")
+			topic := r.topic("ld", [][]int32{{1, 2}}, 2_000_000, nil)
+			from := r.logDirOf(1, topic, 0)
+			to := dirs[0]
+			if from == to {
+				to = dirs[1]
+			}
+			_, res := killAt(t, r, step, events.TypeLogDirMoveRequested, map[string]any{"broker": 1, "topic": topic, "partition": 0,
+				"to_dir": to, "throttle_bytes_per_sec": throttleRate})
+			if res.Status != events.StatusSucceeded || len(res.Changes) != 1 || res.Changes[0].DirAfter != to || res.Changes[0].DirBefore != from {
+				t.Fatalf("result %s %q, changes %+v: want succeeded, %s → %s", res.Status, res.Error, res.Changes, from, to)
+			}
+			if got := r.logDirOf(1, topic, 0); got != to {
+				t.Errorf("%s-0 is in %s after the move, want %s", topic, got, to)
+			}
+			r.noLeftovers([]string{topic}, nil)
+		})
+	}
+}

@@ -364,3 +364,19 @@ func (r *rig) noLeftoversAt(topics []string, topicThrottles map[string]string, r
 	r.env.CheckNoLeftovers(r.t, r.js, r.cl, testenv.Leftovers{Cluster: r.real, Alias: r.alias, Topics: topics,
 		TopicThrottles: topicThrottles, Rate: strconv.Itoa(rate), LockRoot: "/kafkamender-test/faults"})
 }
+
+// logDirOf is the log directory of broker that holds the current replica of topic-p.
+func (r *rig) logDirOf(broker int32, topic string, p int32) string {
+	r.t.Helper()
+	ds, err := r.adm.DescribeBrokerLogDirs(r.t.Context(), broker, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for dir, d := range ds {
+		if rp, ok := d.Topics.Lookup(topic, p); ok && !rp.IsFuture {
+			return dir
+		}
+	}
+	r.t.Fatalf("%s-%d has no replica on broker %d", topic, p, broker)
+	return ""
+}

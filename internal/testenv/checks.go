@@ -196,7 +196,7 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 		}
 		for _, rc := range rcs {
 			for _, c := range rc.Configs {
-				if (c.Key == kafka.LeaderThrottledRate || c.Key == kafka.FollowerThrottledRate) &&
+				if (c.Key == kafka.LeaderThrottledRate || c.Key == kafka.FollowerThrottledRate || c.Key == kafka.AlterLogDirsThrottledRate) &&
 					c.Source == kmsg.ConfigSourceDynamicBrokerConfig && c.MaybeValue() == l.Rate {
 					leftover("broker %s: our throttle %s = %s left behind", rc.Name, c.Key, l.Rate)
 				}
