@@ -28,7 +28,9 @@ func TestParseLogDirFlags(t *testing.T) {
 	testParse(t, parseLogDirFlags, []parseTest[logDirOptions]{
 		{"balance fullest to emptiest", base, defaults},
 		{"balance between two", append(base, "--from-dir", "/a", "--to-dir", "/b", "--throttle", "10MiB", "--timeout-op", "20m"),
-			with(func(o *logDirOptions) { o.fromDir, o.toDir, o.throttle, o.opTimeout = "/a", "/b", 10<<20, 20*time.Minute })},
+			with(func(o *logDirOptions) {
+				o.fromDir, o.toDir, o.throttle, o.opTimeout = "/a", "/b", 10<<20, 20*time.Minute
+			})},
 		{"one replica", append(base, "--topic", "orders", "--partition", "0", "--to-dir", "/b", "--dry-run", "--wait"),
 			with(func(o *logDirOptions) {
 				o.topic, o.partition, o.hasPart, o.toDir, o.dryRun, o.wait = "orders", 0, true, "/b", true, true
