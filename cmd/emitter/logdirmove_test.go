@@ -77,3 +77,32 @@ func TestLogDirResultTable(t *testing.T) {
 		}
 	}
 }
+
+// TestLogDirWait runs logdir-move --wait against a NATS server in the test process, with a
+// fake worker that reports the copy's progress, then answers with the move.
+func TestLogDirWait(t *testing.T) {
+	url := startNATS(t)
+	nc, js := connectJS(t, url)
+	ensureStreams(t, js)
+	startFakeWorker(t, nc, js, events.Subject("local", events.TypeLogDirMoveRequested), 0, func(ev *events.Event) events.Result {
+		p := ev.Payload.(*events.LogDirMove)
+		_ = nc.Publish(events.ProgressSubject(ev.ID), progressJSON(0, 1, 10*mib, 40*mib, 1, 1))
+		return events.Result{Status: events.StatusSucceeded, Strategy: "api", Changes: []plan.Change{{
+			TopicPartition: kafka.TopicPartition{Topic: p.Topic, Partition: *p.Partition}, Broker: p.Broker,
+			DirBefore: "/data1", DirAfter: p.ToDir, Bytes: 40 * mib}}}
+	})
+	e, stdout, stderr := testEnv(nil)
+	code := run(t.Context(), []string{"logdir-move", "--nats-url", url, "--cluster", "local", "--broker", "1", "--topic", "orders",
+		"--partition", "3", "--to-dir", "/data2", "--id", "ld-1", "--wait", "--timeout", "10s"}, e)
+	if code != exitOK {
+		t.Fatalf("exit %d; stderr:\n%s", code, stderr)
+	}
+	if want := "progress: 0/1 partitions  10.0 MiB / 40.0 MiB  batch 1/1\n"; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q:\n%s", want, stderr)
+	}
+	for _, want := range []string{"event ld-1: succeeded\n", "orders-3   1       /data1      /data2     41943040"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+}
