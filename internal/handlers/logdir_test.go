@@ -263,6 +263,13 @@ func TestLogDirExplicitMoveKRaft(t *testing.T) {
 	if from == to {
 		to = dirs[1]
 	}
+	dry := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"topic": topic, "partition": 1, "to_dir": to, "dry_run": true})))
+	if dry.Status != events.StatusPlanned || len(dry.Changes) != 1 || dry.Changes[0].DirAfter != to || !strings.Contains(dry.Note, "moving "+tp) {
+		t.Fatalf("dry run: %s (%s) changes %+v note %q", dry.Status, dry.Error, dry.Changes, dry.Note)
+	}
+	if got := placement(t, adm, 1)[tp]; got != from {
+		t.Fatalf("a dry run moved %s to %s", tp, got)
+	}
 	res := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"topic": topic, "partition": 1, "to_dir": to})))
 	if res.Status != events.StatusSucceeded || len(res.Changes) != 1 {
 		t.Fatalf("move: %s (%s) changes %+v skipped %+v", res.Status, res.Error, res.Changes, res.Skipped)
