@@ -4,10 +4,14 @@
 // Usage:
 //
 //	worker --config worker.yaml
+//	worker logdir inspect|move|recover ...
 //
 // It serves /healthz, /readyz and /metrics on the configured http.listen and
 // stops cleanly on SIGINT or SIGTERM. Exit status: 0 after a clean stop, 2
 // for a usage or configuration error, 1 for any other failure.
+//
+// "worker logdir" is the offline log-directory tool for stopped brokers
+// (package internal/logdir, docs/logdir-offline.md); it connects to nothing.
 //
 // This file only wires things together; the runtime is package
 // internal/worker.
@@ -36,11 +40,15 @@ func main() {
 }
 
 func run(args []string, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "logdir" {
+		return logdirCommand(args[1:], os.Stdout, stderr)
+	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "path of the worker configuration `file` (YAML; required)")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: worker --config FILE
+       worker logdir inspect|move|recover ...   (offline; see worker logdir --help)
 
 Runs a kafkamender worker. It serves /healthz, /readyz and /metrics on the
 configured http.listen address and stops on SIGINT or SIGTERM.
