@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -161,6 +162,16 @@ func TestOfflineMove(t *testing.T) {
 			}
 			readAll(t, env, cluster, topic, 300)
 			noErrorsAbout(t, logSince(t, logPath, offset), topic)
+			if c.Mode == stack.ModeKRaft {
+				// The broker found the log elsewhere than the controller's record and told it
+				// (AssignReplicasToDirs, KIP-858).
+				testenv.Eventually(t, 30*time.Second, func() error {
+					if !strings.Contains(logSince(t, logPath, offset), "maybeSendAssignments: sending") {
+						return fmt.Errorf("kraft node 1 has not sent the directory assignment to the controller")
+					}
+					return nil
+				})
+			}
 		})
 	}
 }
