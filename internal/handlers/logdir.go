@@ -446,59 +446,22 @@ func (t *logDirTask) submit(ctx context.Context, broker int32, moves []plan.Chan
 	}
 }
 
-// throttle sets the broker's log-dir copy throttle, journaling the key and the value it
-// held first (once: a resumed operation applies the journaled key again).
+// throttle sets the broker's log-dir copy throttle (see setThrottles).
 func (t *logDirTask) throttle(ctx context.Context, x *exec, broker int32) error {
-	e := &x.op.Entry
-	fresh := e.Throttles == nil
-	if fresh {
+	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, func() ([]kafka.ThrottleKey, error) {
 		if t.rate <= 0 {
-			return nil
+			return nil, nil
 		}
 		keys, err := kafka.PlanBrokerThrottle(ctx, t.c.Client, broker, kafka.AlterLogDirsThrottledRate, t.rate)
 		if err != nil {
-			return transient(fmt.Errorf("read throttles: %w", err))
+			return nil, transient(fmt.Errorf("read throttles: %w", err))
 		}
-		if len(keys) == 0 {
-			return nil
-		}
-		e.Throttles = keys
-		if err := x.save(ctx, journal.StepThrottling); err != nil {
-			return err
-		}
-	}
-	kept, err := kafka.ApplyThrottles(ctx, t.c.Client, e.Throttles)
-	if err != nil {
-		return transient(fmt.Errorf("set throttles: %w", err))
-	}
-	if keepThrottles(x, kept, "before we set it") {
-		if err := x.op.Save(ctx); err != nil {
-			return err
-		}
-	}
-	if fresh && t.h.cfg.RF.ThrottleSettle > 0 {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(t.h.cfg.RF.ThrottleSettle):
-		}
-	}
-	x.hook(StepThrottled)
-	return nil
+		return keys, nil
+	})
 }
 
 func (t *logDirTask) restore(ctx context.Context, x *exec) error {
-	e := &x.op.Entry
-	if len(e.Throttles) == 0 {
-		return nil
-	}
-	kept, err := kafka.RestoreThrottles(ctx, t.c.Client, e.Throttles)
-	if err != nil {
-		return transient(fmt.Errorf("restore throttles: %w", err))
-	}
-	keepThrottles(x, kept, "while the move ran")
-	e.Throttles = nil
-	return x.op.Save(ctx)
+	return x.restoreThrottles(ctx, "while the move ran")
 }
 
 // rollback cancels our moves still copying (an AlterReplicaLogDirs back to the current

@@ -62,10 +62,19 @@ func dirSizes(t *testing.T, adm *kadm.Client, broker int32) map[string]int64 {
 // the API) and waits until the broker shows it there.
 func moveAll(t *testing.T, adm *kadm.Client, broker int32, topic string, partitions int, dir string) {
 	t.Helper()
-	s := kadm.TopicsSet{}
+	var ps []int32
 	for p := range partitions {
-		s.Add(topic, int32(p))
+		ps = append(ps, int32(p))
 	}
+	moveReplicas(t, adm, broker, topic, ps, dir)
+}
+
+// moveReplicas puts the replicas of topic's partitions ps on broker into dir and waits
+// until the broker shows them there.
+func moveReplicas(t *testing.T, adm *kadm.Client, broker int32, topic string, ps []int32, dir string) {
+	t.Helper()
+	s := kadm.TopicsSet{}
+	s.Add(topic, ps...)
 	req := kadm.AlterReplicaLogDirsReq{}
 	req.Add(dir, s)
 	testenv.Eventually(t, 60*time.Second, func() error {
@@ -83,7 +92,7 @@ func moveAll(t *testing.T, adm *kadm.Client, broker int32, topic string, partiti
 			return fmt.Errorf("alter replica log dirs: %s", strings.Join(errs, "; "))
 		}
 		pl := placement(t, adm, broker)
-		for p := range partitions {
+		for _, p := range ps {
 			k := fmt.Sprintf("%s-%d", topic, p)
 			if pl[k] != dir || pl[k+" (future)"] != "" {
 				return fmt.Errorf("%s in %q (future %q), want %s", k, pl[k], pl[k+" (future)"], dir)
@@ -146,12 +155,18 @@ func TestLogDirBalance(t *testing.T) {
 			tp := strings.LastIndex(topic, "-")
 			var p int32
 			fmt.Sscan(topic[tp+1:], &p)
-			moveOne(t, adm, 1, topic[:tp], p, dirs[0])
+			moveReplicas(t, adm, 1, topic[:tp], []int32{p}, dirs[0])
 		}
 	}
 	const theirs = "987654321"
 	setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, kadm.StringPtr(theirs))
 	t.Cleanup(func() { setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, nil) })
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if v := brokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate); v == nil || *v != theirs {
+			return fmt.Errorf("broker 1 does not show the copy throttle yet")
+		}
+		return nil
+	})
 	before := dirSizes(t, adm, 1)
 
 	e := f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"throttle_bytes_per_sec": 1_000_000, "reason": "disk a full"}))
@@ -201,23 +216,6 @@ func abs64(x int64) int64 {
 		return -x
 	}
 	return x
-}
-
-func moveOne(t *testing.T, adm *kadm.Client, broker int32, topic string, p int32, dir string) {
-	t.Helper()
-	s := kadm.TopicsSet{}
-	s.Add(topic, p)
-	req := kadm.AlterReplicaLogDirsReq{}
-	req.Add(dir, s)
-	testenv.Eventually(t, 60*time.Second, func() error {
-		if _, err := adm.AlterBrokerReplicaLogDirs(context.Background(), broker, req); err != nil {
-			return err
-		}
-		if got := placement(t, adm, broker); got[fmt.Sprintf("%s-%d", topic, p)] != dir {
-			return fmt.Errorf("%s-%d not in %s yet", topic, p, dir)
-		}
-		return nil
-	})
 }
 
 // watchProgress collects the progress events of an event id.
@@ -315,6 +313,12 @@ func TestLogDirRefusals(t *testing.T) {
 	// copy throttle so that it is still running when the event arrives.
 	setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, kadm.StringPtr("1"))
 	t.Cleanup(func() { setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, nil) })
+	testenv.Eventually(t, 30*time.Second, func() error { // the broker shows it a moment later
+		if v := brokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate); v == nil || *v != "1" {
+			return fmt.Errorf("broker 1 does not show the copy throttle yet")
+		}
+		return nil
+	})
 
 	for _, tc := range []struct {
 		name string

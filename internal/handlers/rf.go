@@ -303,15 +303,11 @@ func skippedOf(skips []plan.Skip) map[kafka.TopicPartition]bool {
 	return m
 }
 
-// throttle sets the replication throttle of the moves still to copy: the keys and the
-// values they held are journaled first (once: a resumed operation applies the journaled
-// keys again, idempotently, and never takes our own values for someone else's).
+// throttle sets the replication throttle of the moves still to copy (see setThrottles).
 func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) error {
-	e := &x.op.Entry
-	fresh := e.Throttles == nil
-	if fresh {
+	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, func() ([]kafka.ThrottleKey, error) {
 		if t.rate <= 0 {
-			return nil
+			return nil, nil
 		}
 		spec := kafka.ThrottleSpec{Topic: t.req.Topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
 		for _, ch := range pending {
@@ -321,11 +317,33 @@ func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) e
 			}
 		}
 		if len(spec.Followers) == 0 {
-			return nil
+			return nil, nil
 		}
 		keys, err := kafka.PlanThrottles(ctx, t.c.Client, spec)
 		if err != nil {
-			return transient(fmt.Errorf("read throttles: %w", err))
+			return nil, transient(fmt.Errorf("read throttles: %w", err))
+		}
+		return keys, nil
+	})
+}
+
+// restore puts back the throttles the operation set, where they still hold our value.
+func (t *rfTask) restore(ctx context.Context, x *exec) error {
+	return x.restoreThrottles(ctx, "while the copy ran")
+}
+
+// setThrottles sets the operation's throttle keys. A fresh operation (none journaled yet)
+// plans them with planKeys (none: no throttle) and journals the keys and the values they
+// hold before setting any; a resumed one applies the journaled keys again, idempotently,
+// and never takes our own values for someone else's. After a fresh set it waits settle,
+// so that the brokers put the throttles in force before anything copies.
+func (x *exec) setThrottles(ctx context.Context, settle time.Duration, planKeys func() ([]kafka.ThrottleKey, error)) error {
+	e := &x.op.Entry
+	fresh := e.Throttles == nil
+	if fresh {
+		keys, err := planKeys()
+		if err != nil {
+			return err
 		}
 		if len(keys) == 0 {
 			return nil
@@ -335,7 +353,7 @@ func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) e
 			return err
 		}
 	}
-	kept, err := kafka.ApplyThrottles(ctx, t.c.Client, e.Throttles)
+	kept, err := kafka.ApplyThrottles(ctx, x.l.c.Client, e.Throttles)
 	if err != nil {
 		return transient(fmt.Errorf("set throttles: %w", err))
 	}
@@ -344,29 +362,29 @@ func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) e
 			return err
 		}
 	}
-	if fresh && t.h.cfg.RF.ThrottleSettle > 0 {
-		// Let the brokers put the new throttles in force before anything copies.
+	if fresh && settle > 0 {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(t.h.cfg.RF.ThrottleSettle):
+		case <-time.After(settle):
 		}
 	}
 	x.hook(StepThrottled)
 	return nil
 }
 
-// restore puts back the throttles the operation set, where they still hold our value.
-func (t *rfTask) restore(ctx context.Context, x *exec) error {
+// restoreThrottles puts back the throttles the operation set, where they still hold our
+// value (when names the time a change by someone else happened, for the note).
+func (x *exec) restoreThrottles(ctx context.Context, when string) error {
 	e := &x.op.Entry
 	if len(e.Throttles) == 0 {
 		return nil
 	}
-	kept, err := kafka.RestoreThrottles(ctx, t.c.Client, e.Throttles)
+	kept, err := kafka.RestoreThrottles(ctx, x.l.c.Client, e.Throttles)
 	if err != nil {
 		return transient(fmt.Errorf("restore throttles: %w", err))
 	}
-	keepThrottles(x, kept, "while the copy ran")
+	keepThrottles(x, kept, when)
 	e.Throttles = nil
 	return x.op.Save(ctx)
 }
