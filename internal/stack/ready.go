@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // waitReady polls the server until it answers, its process dies, or the ready timeout
@@ -137,6 +138,13 @@ func BrokersListed(ctx context.Context, c Cluster, ids ...int32) error {
 	}
 	if md.Controller < 0 {
 		return errors.New(c.Name + " has no controller yet")
+	}
+	// Listed is not serving: a broker registers before it accepts requests (Kafka opens
+	// its listeners' request processing after the registration), so ask each one itself.
+	for _, id := range ids {
+		if _, err := cl.Broker(int(id)).Request(ctx, kmsg.NewPtrApiVersionsRequest()); err != nil {
+			return fmt.Errorf("%s broker %d is listed but does not answer yet: %w", c.Name, id, err)
+		}
 	}
 	return nil
 }
