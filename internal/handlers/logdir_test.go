@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -422,4 +423,62 @@ func TestLogDirMoveTimeout(t *testing.T) {
 		t.Errorf("copy throttle %q left behind", *got)
 	}
 	countRecords(t, env, "local", topic, 1, 100)
+}
+
+// A log directory that went offline (its disk failed: here the directory is removed under
+// the running broker, and the broker's next checkpoint write there fails) is refused as a
+// target, naming it offline, and nothing changes. The broker is restarted with the
+// directory back afterwards (its replicas there re-replicate or come back empty).
+func TestLogDirOfflineTargetRefused(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	f := newFleet(t, env, "local")
+	f.start("worker-1")
+	adm := env.Admin(t, "local")
+	dirs, err := env.Stack.LogDirs("local", 1)
+	if err != nil || len(dirs) != 2 {
+		t.Fatalf("broker 1 log dirs: %v %v", dirs, err)
+	}
+	cl := env.Kafka(t, "local", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	topic := testenv.Name(t, "ldo")
+	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)
+	testenv.Produce(t, cl, topic, 1, 20, 1000)
+	tp := topic + "-0"
+	moveReplicas(t, adm, 1, topic, []int32{0}, dirs[0])
+	dead := dirs[1]
+	defer func() {
+		// Bring the directory back: stop the broker, recreate it, start it (GetExclusive's
+		// clean-up would only start a stopped broker, not heal a dir). A defer, not a
+		// Cleanup: the test's context, which these use, ends before Cleanups run.
+		env.StopBroker(t, "local", 1)
+		if err := os.MkdirAll(dead, 0o755); err != nil {
+			t.Error(err)
+		}
+		env.StartBroker(t, "local", 1)
+	}()
+	if err := os.RemoveAll(dead); err != nil {
+		t.Fatal(err)
+	}
+	testenv.CountFault()
+	testenv.Eventually(t, 60*time.Second, func() error {
+		ds, err := adm.DescribeBrokerLogDirs(context.Background(), 1, nil)
+		if err != nil {
+			return err
+		}
+		if d, ok := ds[dead]; !ok || d.Err == nil {
+			return fmt.Errorf("broker 1 does not report %s offline yet", dead)
+		}
+		return nil
+	})
+	before := ours(placement(t, adm, 1), topic)
+	res := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"topic": topic, "partition": 0, "to_dir": dead})))
+	if res.Status != events.StatusRejected || !strings.Contains(res.Error, fmt.Sprintf("to_dir %q of broker 1 is offline", dead)) {
+		t.Fatalf("move to an offline dir: %s (%q), want rejected naming it offline", res.Status, res.Error)
+	}
+	bal := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, nil)))
+	if bal.Status != events.StatusRejected || !strings.Contains(bal.Error, "has 1 online log directories") {
+		t.Fatalf("balance with one dir offline: %s (%q), want rejected", bal.Status, bal.Error)
+	}
+	if after := ours(placement(t, adm, 1), topic); !maps.Equal(before, after) || after[tp] != dirs[0] {
+		t.Errorf("placement changed by rejected events: before %v after %v", before, after)
+	}
 }
