@@ -80,6 +80,11 @@ func startStack(t testing.TB) *stack.Stack {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
+		// Under the shared test lock: a fault test in another test process holds it
+		// exclusively while a server is stopped on purpose, and starting that server
+		// behind its back would race its own restart (two brokers on one port, one exits).
+		release := acquire(t, st, false)
+		defer release()
 		upErr = st.Up(ctx)
 		upSt = st
 	})
