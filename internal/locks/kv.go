@@ -1,0 +1,506 @@
+package locks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+)
+
+// The NATS JetStream key-value lock: for clusters without ZooKeeper (KRaft), the lock of
+// cluster C is the key C of the bucket KVConfig.Bucket.
+//
+// # Protocol
+//
+//   - Acquire: a revision-checked create of the key (it succeeds only when the key is
+//     absent or deleted). The value is JSON (worker, event, times, and a random token
+//     that tells this claim from any other).
+//   - Held: the holder renews the entry every TTL/3 with a revision-checked update of its
+//     own revision. The bucket's max age is TTL: an entry not renewed for TTL is removed by
+//     the server, which leaves a delete marker (LimitMarkerTTL) that wakes the waiters.
+//   - Waiting: waiters watch the key and try again when it is deleted or expires (a timer
+//     set to its expiry covers a marker that does not come); no polling.
+//   - Release: a delete conditional on the holder's revision (a holder that lost the lock
+//     cannot delete the next holder's entry).
+//   - Loss: the holder is told (Context cancelled with ErrLost) when a renewal finds
+//     another revision or no entry (taken over, or deleted by an operator), when the watch
+//     sees the key deleted or rewritten by someone else, and — without hearing anything —
+//     when its last successful renewal is older than TTL − margin.
+//
+// # Timing
+//
+// A renewal sent at local time s (monotonic clock) is stored by the server no earlier
+// than s, and the server removes the entry TTL after it stored it, by the server's
+// clock. The holder counts its lock valid until s + TTL − margin of its own monotonic
+// clock, and Err reports ErrLost from then on, even before the renewal goroutine notices:
+// so no write is made under the lock after the entry can have expired, as long as the two
+// clocks advance at rates within margin/TTL of each other (the default margin is TTL/5:
+// 20%). Offsets between the clocks do not matter, only rates; NTP keeps rates within a
+// few parts per million. With renewals every TTL/3, two renewals in a row may fail (NATS
+// restarting, a slow network) before the lock is given up. A waiter takes the lock only
+// after the server removed the entry, so mutual exclusion rests on the server's
+// revision-checked writes, like the ZooKeeper lock rests on ZooKeeper's.
+//
+// Kafka writes are not fenced by the server (Kafka knows nothing of the lock): as with the
+// ZooKeeper lock, the holder checks Err before each write; the bound on a write in flight
+// when the lock is lost is the same margin. ZooKeeper writes need the ZooKeeper lock
+// (Held.Multi): clusters whose metadata lives in ZooKeeper keep their lock there.
+
+// Defaults of KVConfig.
+const (
+	DefaultKVBucket = "KAFKAMENDER_LOCKS"
+	DefaultKVTTL    = 10 * time.Second
+)
+
+// KVConfig configures a KVLocker.
+type KVConfig struct {
+	// Bucket is the key-value bucket of the locks. Default KAFKAMENDER_LOCKS.
+	Bucket string
+	// Worker identifies this worker in its claims. Required.
+	Worker string
+	// TTL is how long an entry lives without renewal: how soon a dead holder's lock is
+	// free. Default 10s; at least 1s.
+	TTL time.Duration
+	// Margin is how long before the entry can expire the holder stops counting on the
+	// lock (see Timing). Default TTL/5.
+	Margin time.Duration
+	// Wait bounds how long Acquire waits for another holder. Default 5m.
+	Wait time.Duration
+	// Replicas of the bucket's stream. Default 1.
+	Replicas int
+	// Logger. Default: no logging.
+	Logger *zap.Logger
+}
+
+func (c *KVConfig) setDefaults() {
+	if c.Bucket == "" {
+		c.Bucket = DefaultKVBucket
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultKVTTL
+	}
+	if c.Margin == 0 {
+		c.Margin = c.TTL / 5
+	}
+	if c.Wait == 0 {
+		c.Wait = DefaultWait
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+}
+
+// Validate reports every problem of the configuration.
+func (c KVConfig) Validate() error {
+	var errs []error
+	if strings.TrimSpace(c.Worker) == "" {
+		errs = append(errs, errors.New("worker: empty"))
+	}
+	if c.TTL < time.Second {
+		errs = append(errs, fmt.Errorf("ttl: %s is less than 1s", c.TTL))
+	}
+	if c.Margin <= 0 || c.Margin >= c.TTL/2 {
+		errs = append(errs, fmt.Errorf("margin: %s must be positive and less than half the ttl %s", c.Margin, c.TTL))
+	}
+	if c.Wait < 0 {
+		errs = append(errs, fmt.Errorf("wait: %s is negative", c.Wait))
+	}
+	return errors.Join(errs...)
+}
+
+// KVLocker takes per-cluster locks in a NATS JetStream key-value bucket. It is safe for
+// concurrent use and not reentrant.
+type KVLocker struct {
+	js     jetstream.JetStream
+	cfg    KVConfig
+	logger *zap.Logger
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// NewKV returns a KVLocker on js. The bucket is created (or its settings updated) on first
+// use, so a locker can be built while NATS is down.
+func NewKV(js jetstream.JetStream, cfg KVConfig) (*KVLocker, error) {
+	if js == nil {
+		return nil, errors.New("kv locker: nil JetStream")
+	}
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("kv locker config: %w", err)
+	}
+	return &KVLocker{js: js, cfg: cfg, logger: cfg.Logger}, nil
+}
+
+// Config is the locker's configuration, defaults filled in.
+func (l *KVLocker) Config() KVConfig { return l.cfg }
+
+func (l *KVLocker) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.kv != nil {
+		return l.kv, nil
+	}
+	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:         l.cfg.Bucket,
+		Description:    "kafkamender per-cluster locks (key = cluster); entries expire unless renewed",
+		History:        1,
+		TTL:            l.cfg.TTL,
+		LimitMarkerTTL: l.cfg.TTL,
+		Replicas:       l.cfg.Replicas,
+		Storage:        jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: lock bucket %s: %w", ErrNoSession, l.cfg.Bucket, err)
+	}
+	l.kv = kv
+	return kv, nil
+}
+
+// Acquire takes the lock of cluster for the event eventID, waiting for the holder before
+// it as long as ctx and the wait (KVConfig.Wait, WithWait) allow. Errors wrap *BusyError
+// (the wait ran out while another claim held the lock), ErrNoSession (NATS unreachable:
+// worth a retry), or the context's error.
+func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ...AcquireOption) (_ Lease, err error) {
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			err = mark(fmt.Errorf("acquire lock for cluster %s: %w", cluster, err))
+		}
+	}()
+	if err := checkKVKey(cluster); err != nil {
+		return nil, fmt.Errorf("cluster name %q: %w", cluster, err)
+	}
+	o := acquireOptions{wait: l.cfg.Wait}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.wait)
+	defer cancel()
+	kv, err := l.bucket(wctx)
+	if err != nil {
+		return nil, err
+	}
+	var tok [8]byte
+	_, _ = rand.Read(tok[:])
+	info := Holder{Worker: l.cfg.Worker, Event: eventID, ClaimedAt: time.Now().UTC().Truncate(time.Millisecond),
+		Node: "kv:" + l.cfg.Bucket + "/" + cluster + "#" + hex.EncodeToString(tok[:])}
+	var holder *Holder
+	bo := newBackoff()
+	for {
+		info.AcquiredAt = time.Now().UTC().Truncate(time.Millisecond)
+		data, err := json.Marshal(info)
+		if err != nil {
+			return nil, err
+		}
+		sent := time.Now()
+		rev, err := kv.Create(wctx, cluster, data)
+		if err == nil {
+			h := newKVHeld(l, kv, cluster, info, data, rev, sent, ctx)
+			l.logger.Info("lock acquired", zap.String("cluster", cluster), zap.String("event", eventID),
+				zap.Uint64("revision", rev), zap.Duration("waited", time.Since(start)))
+			return h, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			if wctx.Err() != nil {
+				return nil, l.explain(wctx, start, holder, err)
+			}
+			l.logger.Debug("lock create failed; trying again", zap.String("cluster", cluster), zap.Error(err))
+			if err := sleepCtx(wctx, bo.NextBackOff()); err != nil {
+				return nil, l.explain(wctx, start, holder, fmt.Errorf("%w: %w", ErrNoSession, err))
+			}
+			continue
+		}
+		bo.Reset()
+		h, err := l.waitFree(wctx, kv, cluster)
+		if h != nil {
+			holder = h
+		}
+		if err != nil {
+			return nil, l.explain(wctx, start, holder, err)
+		}
+	}
+}
+
+// waitFree watches the key until it is deleted, expires, or is found absent; it returns
+// the holder it saw.
+func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key string) (*Holder, error) {
+	w, err := kv.Watch(ctx, key, jetstream.IncludeHistory())
+	if err != nil {
+		return nil, fmt.Errorf("%w: watch lock %s: %w", ErrNoSession, key, err)
+	}
+	defer func() { _ = w.Stop() }()
+	var holder *Holder
+	expiry := time.NewTimer(l.cfg.TTL + time.Second)
+	defer expiry.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return holder, fmt.Errorf("%w: watch of lock %s ended", ErrNoSession, key)
+			}
+			if e == nil {
+				continue // the current value was delivered
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				return holder, nil // released, broken, or expired (limit marker)
+			}
+			h := parseKVHolder(e.Value())
+			holder = &h
+			// The entry expires TTL after the server stored it, unless renewed (a renewal
+			// is another put, which sets the timer again).
+			wait := time.Until(e.Created().Add(l.cfg.TTL)) + 200*time.Millisecond
+			if wait < 200*time.Millisecond {
+				wait = 200 * time.Millisecond
+			}
+			expiry.Reset(wait)
+		case <-expiry.C:
+			return holder, nil // try again: the entry expired, or the create says who holds it
+		case <-ctx.Done():
+			return holder, context.Cause(ctx)
+		}
+	}
+}
+
+func (l *KVLocker) explain(ctx context.Context, start time.Time, holder *Holder, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		waited := time.Since(start).Round(time.Millisecond)
+		if holder != nil {
+			return &BusyError{Holder: *holder, cause: context.DeadlineExceeded}
+		}
+		return fmt.Errorf("gave up after %s: %w", waited, err)
+	}
+	return err
+}
+
+// Holder returns who holds the lock of cluster, or nil when nobody does.
+func (l *KVLocker) Holder(ctx context.Context, cluster string) (*Holder, error) {
+	kv, err := l.bucket(ctx)
+	if err != nil {
+		return nil, mark(err)
+	}
+	e, err := kv.Get(ctx, cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mark(fmt.Errorf("%w: lock holder of cluster %s: %w", ErrNoSession, cluster, err))
+	}
+	h := parseKVHolder(e.Value())
+	return &h, nil
+}
+
+// checkKVKey checks a cluster name as a key-value key.
+func checkKVKey(s string) error {
+	if err := checkName(s); err != nil {
+		return err
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=.", r)) {
+			return fmt.Errorf("%q is not allowed in a NATS key", r)
+		}
+	}
+	if strings.HasPrefix(s, ".") || strings.HasSuffix(s, ".") {
+		return errors.New("must not start or end with '.'")
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// KVHeld is a lock taken by KVLocker.Acquire, valid until it is released or lost (see
+// Held for the contract; it is the same).
+type KVHeld struct {
+	l       *KVLocker
+	kv      jetstream.KeyValue
+	cluster string
+	info    Holder
+	data    []byte
+	logger  *zap.Logger
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{} // the renewal goroutine ended
+
+	mu         sync.Mutex
+	rev        uint64
+	validUntil time.Time // monotonic: last renewal sent + TTL − margin
+}
+
+func newKVHeld(l *KVLocker, kv jetstream.KeyValue, cluster string, info Holder, data []byte, rev uint64, sent time.Time, parent context.Context) *KVHeld {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	h := &KVHeld{l: l, kv: kv, cluster: cluster, info: info, data: data, rev: rev,
+		validUntil: sent.Add(l.cfg.TTL - l.cfg.Margin), ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		logger: l.logger.With(zap.String("cluster", cluster), zap.String("event", info.Event))}
+	go h.keep()
+	return h
+}
+
+// Cluster is the cluster whose lock this is.
+func (h *KVHeld) Cluster() string { return h.cluster }
+
+// Info is what the entry says: worker, event, when the lock was taken.
+func (h *KVHeld) Info() Holder { return h.info }
+
+// Context is cancelled when the lock is released or lost; context.Cause wraps ErrReleased
+// or ErrLost.
+func (h *KVHeld) Context() context.Context { return h.ctx }
+
+// Err is nil while the lock is held, then why it is not (wrapping ErrLost or
+// ErrReleased). Past the validity of the last renewal it reports the loss at once.
+func (h *KVHeld) Err() error {
+	if h.ctx.Err() == nil {
+		h.mu.Lock()
+		expired := time.Now().After(h.validUntil)
+		h.mu.Unlock()
+		if !expired {
+			return nil
+		}
+		h.lose(fmt.Errorf("%w: not renewed within %s (the entry may have expired)", ErrLost, h.l.cfg.TTL-h.l.cfg.Margin))
+	}
+	return mark(context.Cause(h.ctx))
+}
+
+// Release gives the lock up: it cancels Context and deletes the entry if it is still
+// ours. It may be called any number of times, also after the lock was lost.
+func (h *KVHeld) Release(ctx context.Context) error {
+	lost := h.ctx.Err() != nil && errors.Is(context.Cause(h.ctx), ErrLost)
+	h.cancel(fmt.Errorf("lock of cluster %s: %w", h.cluster, ErrReleased))
+	<-h.done
+	if lost {
+		return nil // not ours any more: nothing to delete
+	}
+	h.mu.Lock()
+	rev := h.rev
+	h.mu.Unlock()
+	err := h.kv.Delete(ctx, h.cluster, jetstream.LastRevision(rev))
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// A renewal cut short by the release may have landed after all: the entry is
+		// still ours if it carries our token.
+		if e, gerr := h.kv.Get(ctx, h.cluster); gerr == nil && parseKVHolder(e.Value()).Node == h.info.Node {
+			err = h.kv.Delete(ctx, h.cluster, jetstream.LastRevision(e.Revision()))
+		}
+	}
+	switch {
+	case err == nil:
+		h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.AcquiredAt)))
+		return nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		return nil // expired or taken over meanwhile: nothing of ours is left
+	default:
+		// The entry expires by itself within the TTL.
+		return mark(fmt.Errorf("%w: release lock of cluster %s (it expires within %s): %w", ErrNoSession, h.cluster, h.l.cfg.TTL, err))
+	}
+}
+
+func (h *KVHeld) lose(cause error) {
+	if h.ctx.Err() != nil {
+		return
+	}
+	h.cancel(fmt.Errorf("lock of cluster %s: %w", h.cluster, cause))
+	if errors.Is(context.Cause(h.ctx), ErrLost) {
+		h.logger.Warn("lock lost: stop before the next write", zap.Error(cause))
+	}
+}
+
+// keep renews the entry every TTL/3 and watches it, until the lock is released or lost.
+func (h *KVHeld) keep() {
+	defer close(h.done)
+	ttl := h.l.cfg.TTL
+	watchCtx, stopWatch := context.WithCancel(h.ctx)
+	defer stopWatch()
+	go h.watch(watchCtx)
+	tick := time.NewTicker(ttl / 3)
+	defer tick.Stop()
+	for {
+		h.mu.Lock()
+		deadline := time.Until(h.validUntil)
+		h.mu.Unlock()
+		expire := time.NewTimer(deadline)
+		select {
+		case <-h.ctx.Done():
+			expire.Stop()
+			return
+		case <-expire.C:
+			h.lose(fmt.Errorf("%w: not renewed within %s (the entry may have expired)", ErrLost, ttl-h.l.cfg.Margin))
+			return
+		case <-tick.C:
+			expire.Stop()
+			h.renew()
+		}
+	}
+}
+
+func (h *KVHeld) renew() {
+	h.mu.Lock()
+	rev := h.rev
+	h.mu.Unlock()
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(h.ctx, h.l.cfg.TTL/3)
+	defer cancel()
+	next, err := h.kv.Update(ctx, h.cluster, h.data, rev)
+	switch {
+	case err == nil:
+		h.mu.Lock()
+		h.rev, h.validUntil = next, sent.Add(h.l.cfg.TTL-h.l.cfg.Margin)
+		h.mu.Unlock()
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
+		h.lose(fmt.Errorf("%w: the lock entry was taken over or deleted (renewal of revision %d: %v)", ErrLost, rev, err))
+	case h.ctx.Err() != nil:
+	default:
+		h.logger.Warn("lock renewal failed; trying again", zap.Error(err))
+	}
+}
+
+// watch marks the lock lost when the entry is deleted or rewritten by someone else.
+func (h *KVHeld) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		w, err := h.kv.Watch(ctx, h.cluster, jetstream.UpdatesOnly())
+		if err != nil {
+			if sleepCtx(ctx, time.Second) != nil {
+				return
+			}
+			continue
+		}
+		for ctx.Err() == nil {
+			e, ok := <-w.Updates()
+			if !ok {
+				break
+			}
+			if e == nil {
+				continue
+			}
+			if e.Operation() != jetstream.KeyValuePut {
+				h.lose(fmt.Errorf("%w: the lock entry was deleted (%s)", ErrLost, e.Operation()))
+				_ = w.Stop()
+				return
+			}
+			if parseKVHolder(e.Value()).Node != h.info.Node {
+				h.lose(fmt.Errorf("%w: the lock entry was rewritten by someone else", ErrLost))
+				_ = w.Stop()
+				return
+			}
+		}
+		_ = w.Stop()
+	}
+}
