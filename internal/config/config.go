@@ -117,14 +117,32 @@ type NATS struct {
 	MaxAttempts int `yaml:"max_attempts"`
 }
 
-// Lock configures the ZooKeeper that holds kafkamender's per-cluster locks.
+// LockBackend is where a cluster's lock lives.
+type LockBackend string
+
+// Lock backends.
+const (
+	// LockZooKeeper: a ZooKeeper lock recipe (the default). A cluster with a zookeeper of
+	// its own keeps its lock there; the others in lock.zookeeper.
+	LockZooKeeper LockBackend = "zookeeper"
+	// LockNATS: an entry of a NATS JetStream key-value bucket (lock.nats), renewed while
+	// held: no ZooKeeper needed (KRaft clusters).
+	LockNATS LockBackend = "nats"
+)
+
+// Lock configures where kafkamender's per-cluster locks live.
 type Lock struct {
+	// Backend is the lock backend of the clusters that do not set their own
+	// (clusters.<name>.lock.backend): zookeeper (default) or nats.
+	Backend LockBackend `yaml:"backend"`
 	// ZooKeeper is a connect string, host:port[,host:port...][/chroot]; see
-	// [ParseZKConnect]. Required. It holds the locks of clusters that have no
-	// zookeeper of their own (KRaft); a cluster with one keeps its lock there, under
-	// Root (outside Kafka's chroot), so that the lock fences the worker's writes to
-	// that cluster's znodes in one ZooKeeper transaction.
+	// [ParseZKConnect]. Required when a cluster with lock backend zookeeper has no
+	// zookeeper of its own (KRaft): it holds their locks. A cluster with one keeps its
+	// lock there, under Root (outside Kafka's chroot), so that the lock fences the
+	// worker's writes to that cluster's znodes in one ZooKeeper transaction.
 	ZooKeeper string `yaml:"zookeeper"`
+	// NATS configures the NATS key-value lock.
+	NATS NATSLock `yaml:"nats"`
 	// Root is the znode under which the locks live. Default /kafkamender/locks.
 	Root string `yaml:"root"`
 	// SessionTimeout is the ZooKeeper session timeout: how long after losing
@@ -132,6 +150,21 @@ type Lock struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// AcquireTimeout bounds the wait for a cluster's lock. Default 5m.
 	AcquireTimeout time.Duration `yaml:"acquire_timeout"`
+}
+
+// NATSLock configures the NATS JetStream key-value lock.
+type NATSLock struct {
+	// Bucket is the key-value bucket of the locks (key: cluster). Default KAFKAMENDER_LOCKS.
+	Bucket string `yaml:"bucket"`
+	// TTL is how long a lock entry lives without renewal: how soon the lock of a worker
+	// that died is free (holders renew every TTL/3). Default 10s.
+	TTL time.Duration `yaml:"ttl"`
+}
+
+// ClusterLock is a cluster's own lock setting.
+type ClusterLock struct {
+	// Backend overrides lock.backend for this cluster.
+	Backend LockBackend `yaml:"backend"`
 }
 
 // Strategy selects how changes are applied to a cluster.
@@ -174,6 +207,8 @@ type Cluster struct {
 	ZooKeeper string `yaml:"zookeeper"`
 	// Strategy is how changes are applied. Default auto.
 	Strategy Strategy `yaml:"strategy"`
+	// Lock says where the cluster's lock lives (default: lock.backend).
+	Lock ClusterLock `yaml:"lock"`
 }
 
 // Defaults.
@@ -182,6 +217,8 @@ const (
 	DefaultLogFormat          = "json"
 	DefaultHTTPListen         = "127.0.0.1:8080"
 	DefaultLockRoot           = "/kafkamender/locks"
+	DefaultLockBucket         = "KAFKAMENDER_LOCKS"
+	DefaultLockTTL            = 10 * time.Second
 	DefaultNATSConsumer       = "kafkamender-workers"
 	DefaultNATSSubjects       = "kafkamender.events.>"
 	DefaultNATSAckWait        = 30 * time.Second
@@ -229,6 +266,30 @@ func (c *Config) ClusterNames() []string {
 	return names
 }
 
+// LockBackend is where the cluster's lock lives: its own setting, else lock.backend.
+func (c *Config) LockBackend(cluster string) LockBackend {
+	if cl := c.Clusters[cluster]; cl != nil && cl.Lock.Backend != "" {
+		return cl.Lock.Backend
+	}
+	if c.Lock.Backend == "" {
+		return LockZooKeeper
+	}
+	return c.Lock.Backend
+}
+
+// NeedsLockZooKeeper reports whether a cluster keeps its lock in lock.zookeeper (lock
+// backend zookeeper and no zookeeper of its own).
+func (c *Config) NeedsLockZooKeeper() bool {
+	for name, cl := range c.Clusters {
+		if cl != nil && cl.ZooKeeper == "" && c.LockBackend(name) == LockZooKeeper {
+			return true
+		}
+	}
+	return false
+}
+
+func validLockBackend(b LockBackend) bool { return b == LockZooKeeper || b == LockNATS }
+
 func (c *Config) setDefaults() {
 	if c.Worker.ID == "" {
 		c.Worker.ID = defaultWorkerID()
@@ -259,6 +320,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.Lock.Root == "" {
 		c.Lock.Root = DefaultLockRoot
+	}
+	if c.Lock.Backend == "" {
+		c.Lock.Backend = LockZooKeeper
+	}
+	if c.Lock.NATS.Bucket == "" {
+		c.Lock.NATS.Bucket = DefaultLockBucket
+	}
+	if c.Lock.NATS.TTL == 0 {
+		c.Lock.NATS.TTL = DefaultLockTTL
 	}
 	if c.Lock.SessionTimeout == 0 {
 		c.Lock.SessionTimeout = DefaultLockSessionTimeout
@@ -361,10 +431,22 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	if c.Lock.ZooKeeper == "" {
-		p.add("lock.zookeeper", errors.New("required"))
-	} else if _, _, err := ParseZKConnect(c.Lock.ZooKeeper); err != nil {
-		p.add("lock.zookeeper", err)
+	if !validLockBackend(c.Lock.Backend) {
+		p.add("lock.backend", fmt.Errorf("%q: unknown backend (want zookeeper or nats)", c.Lock.Backend))
+	}
+	switch {
+	case c.Lock.ZooKeeper != "":
+		if _, _, err := ParseZKConnect(c.Lock.ZooKeeper); err != nil {
+			p.add("lock.zookeeper", err)
+		}
+	case c.NeedsLockZooKeeper():
+		p.add("lock.zookeeper", errors.New("required: a cluster without a zookeeper of its own keeps its lock in ZooKeeper (lock backend zookeeper)"))
+	}
+	if c.Lock.NATS.TTL < time.Second {
+		p.add("lock.nats.ttl", fmt.Errorf("%s: must be at least 1s", c.Lock.NATS.TTL))
+	}
+	if !events.ValidToken(c.Lock.NATS.Bucket) {
+		p.add("lock.nats.bucket", fmt.Errorf("%q: must be a valid bucket name (letters, digits, '-' or '_')", c.Lock.NATS.Bucket))
 	}
 	if err := checkZNodePath(c.Lock.Root); err != nil {
 		p.add("lock.root", fmt.Errorf("%q: %w", c.Lock.Root, err))
@@ -415,6 +497,12 @@ func (cl *Cluster) validate(path string, p *problems) {
 		if _, _, err := ParseZKConnect(cl.ZooKeeper); err != nil {
 			p.add(path+".zookeeper", err)
 		}
+	}
+	switch {
+	case cl.Lock.Backend != "" && !validLockBackend(cl.Lock.Backend):
+		p.add(path+".lock.backend", fmt.Errorf("%q: unknown backend (want zookeeper or nats)", cl.Lock.Backend))
+	case cl.Lock.Backend == LockNATS && cl.ZooKeeper != "":
+		p.add(path+".lock.backend", errors.New("nats: a cluster with a zookeeper of its own keeps its lock there, which fences the worker's znode writes in the same transaction; use zookeeper"))
 	}
 
 	if !slices.Contains(Strategies(), cl.Strategy) {

@@ -22,7 +22,9 @@ func TestLoadValidExample(t *testing.T) {
 		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
 		Lock: Lock{
+			Backend:        LockZooKeeper,
 			ZooKeeper:      "127.0.0.1:2181",
+			NATS:           NATSLock{Bucket: "KAFKAMENDER_LOCKS", TTL: 10 * time.Second},
 			Root:           "/kafkamender/locks",
 			SessionTimeout: 10 * time.Second,
 			AcquireTimeout: 5 * time.Minute,
@@ -304,6 +306,26 @@ clusters:
 			want: []string{"lock.zookeeper: required"},
 		},
 		{
+			name: "nats lock for one cluster still needs zookeeper for another",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nclusters:\n  a:\n    bootstrap_servers: [127.0.0.1:1]\n    lock: {backend: nats}\n  b:\n    bootstrap_servers: [127.0.0.1:2]\n",
+			want: []string{"lock.zookeeper: required: a cluster without a zookeeper of its own keeps its lock in ZooKeeper"},
+		},
+		{
+			name: "unknown lock backends",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  backend: etcd\n  zookeeper: 127.0.0.1:2181\nclusters:\n  a:\n    bootstrap_servers: [127.0.0.1:1]\n    lock: {backend: consul}\n",
+			want: []string{`lock.backend: "etcd": unknown backend (want zookeeper or nats)`, `clusters.a.lock.backend: "consul": unknown backend`},
+		},
+		{
+			name: "nats lock for a cluster with its own zookeeper",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\nclusters:\n  a:\n    bootstrap_servers: [127.0.0.1:1]\n    zookeeper: 127.0.0.1:2181/kafka\n    lock: {backend: nats}\n",
+			want: []string{"clusters.a.lock.backend: nats: a cluster with a zookeeper of its own keeps its lock there"},
+		},
+		{
+			name: "nats lock ttl and bucket",
+			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  backend: nats\n  nats: {ttl: 500ms, bucket: \"a b\"}\n" + oneCluster,
+			want: []string{"lock.nats.ttl: 500ms: must be at least 1s", `lock.nats.bucket: "a b"`},
+		},
+		{
 			name: "lock zookeeper bad",
 			yaml: "nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181/\n" + oneCluster,
 			want: []string{`lock.zookeeper: "127.0.0.1:2181/": chroot "/": must name a znode below '/'`},
@@ -542,5 +564,24 @@ func TestParseZKConnect(t *testing.T) {
 		if !reflect.DeepEqual(servers, tt.servers) || chroot != tt.chroot {
 			t.Errorf("ParseZKConnect(%q) = %q, %q; want %q, %q", tt.in, servers, chroot, tt.servers, tt.chroot)
 		}
+	}
+}
+
+// A configuration with no ZooKeeper at all is valid when every cluster keeps its lock in
+// NATS; a cluster's own setting overrides lock.backend.
+func TestParseNATSLockWithoutZooKeeper(t *testing.T) {
+	cfg, err := Parse([]byte("nats:\n  url: nats://127.0.0.1:4222\nlock:\n  backend: nats\n" + oneCluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NeedsLockZooKeeper() || cfg.LockBackend("local") != LockNATS {
+		t.Errorf("needs lock zookeeper %v, backend %q; want false, nats", cfg.NeedsLockZooKeeper(), cfg.LockBackend("local"))
+	}
+	cfg, err = Parse([]byte("nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\nclusters:\n  a:\n    bootstrap_servers: [127.0.0.1:1]\n    lock: {backend: nats}\n  b:\n    bootstrap_servers: [127.0.0.1:2]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.LockBackend("a") != LockNATS || cfg.LockBackend("b") != LockZooKeeper || !cfg.NeedsLockZooKeeper() {
+		t.Errorf("backends a=%q b=%q, needs lock zookeeper %v", cfg.LockBackend("a"), cfg.LockBackend("b"), cfg.NeedsLockZooKeeper())
 	}
 }

@@ -113,7 +113,9 @@ func (r *rig) config(name string) string {
 	if attempts == 0 {
 		attempts = 10
 	}
-	zk := ""
+	// A ZooKeeper-mode cluster keeps its lock in its ZooKeeper; a KRaft one in NATS
+	// (the key-value lock), so that the crash tests cover both lock backends.
+	zk := "    lock: {backend: nats}\n"
 	if c.Mode == stack.ModeZooKeeper {
 		zk = "    zookeeper: " + r.zk + stack.KafkaChroot + "\n"
 	}
@@ -135,6 +137,7 @@ lock:
   root: /kafkamender-test/faults
   session_timeout: 3s
   acquire_timeout: 2m
+  nats: {bucket: KAFKAMENDER_TEST_LOCKS, ttl: 3s}
 replication_factor:
   foreign_wait: 10s
 clusters:

@@ -104,7 +104,10 @@ type Cluster struct {
 	// configured); its lock lives in the same ensemble, so ZooKeeper writes are fenced.
 	ZK       *locks.Session
 	Chroot   string
-	Locker   *locks.Locker
+	// Locker takes the cluster's lock: ZooKeeper (locks.ZK) or NATS key-value
+	// (*locks.KVLocker). ZooKeeper strategies need the ZooKeeper lock, whose leases fence
+	// their znode writes.
+	Locker   locks.Backend
 	Strategy kafka.Strategy // the configured default
 }
 

@@ -176,7 +176,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &handlers.Cluster{Name: f.alias, Client: cl, Locker: lk, Strategy: f.strategy}
+	hc := &handlers.Cluster{Name: f.alias, Client: cl, Locker: locks.ZK(lk), Strategy: f.strategy}
 	if c.Mode == stack.ModeZooKeeper {
 		hc.ZK, hc.Chroot = sess, stack.KafkaChroot
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/retry"
@@ -26,11 +27,20 @@ const cleanupTimeout = 30 * time.Second
 // lease is a cluster's lock held for one delivery: every cluster write is made under it.
 type lease struct {
 	c    *Cluster
-	held *locks.Held
+	held locks.Lease
 	// ctx is the delivery's context, also cancelled when the lock is lost.
 	ctx      context.Context
 	delivery context.Context // the delivery's context alone: done when the worker stops
 	stop     func()
+}
+
+// zkWriter is the lease as the fence of ZooKeeper writes: only a ZooKeeper lock is one.
+func (l *lease) zkWriter() (kafka.FencedWriter, error) {
+	w, ok := l.held.(kafka.FencedWriter)
+	if !ok {
+		return nil, fmt.Errorf("cluster %s: ZooKeeper writes need the cluster's lock in ZooKeeper (lock backend zookeeper), which fences them", l.c.Name)
+	}
+	return w, nil
 }
 
 // alive is nil while the lock is held, else why it is not.
@@ -62,7 +72,7 @@ func (l *lease) release(log *zap.Logger) {
 // finishing this very event's operation (it took it over from the journal), it keeps
 // waiting rather than failing as busy: the result will come from there.
 func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (*lease, *events.Result, error) {
-	var held *locks.Held
+	var held locks.Lease
 	for {
 		var err error
 		held, err = c.Locker.Acquire(ctx, c.Name, job.Event.ID)

@@ -43,7 +43,11 @@ func (r *reorderOp) backend(x *exec) (kafka.Reorderer, error) {
 	if r.c.ZK == nil {
 		return nil, fmt.Errorf("strategy %s needs the cluster's zookeeper", r.strategy)
 	}
-	return kafka.NewZKBackend(r.strategy, kafka.ZKConfig{Conn: r.c.ZK.Conn(), Chroot: r.c.Chroot, Writer: x.l.held,
+	w, err := x.l.zkWriter()
+	if err != nil {
+		return nil, err
+	}
+	return kafka.NewZKBackend(r.strategy, kafka.ZKConfig{Conn: r.c.ZK.Conn(), Chroot: r.c.Chroot, Writer: w,
 		Client: r.c.Client, Caps: r.caps, Nudge: nudgeJournal{x}})
 }
 

@@ -419,7 +419,11 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 		if t.c.ZK == nil {
 			return errors.New("strategy zk-reassign needs the cluster's zookeeper")
 		}
-		return kafka.SubmitZKReassignment(ctx, t.c.ZK.Conn(), t.c.Chroot, x.l.held, targets)
+		w, err := x.l.zkWriter()
+		if err != nil {
+			return err
+		}
+		return kafka.SubmitZKReassignment(ctx, t.c.ZK.Conn(), t.c.Chroot, w, targets)
 	}
 	return kafka.SubmitReassignment(ctx, t.c.Client, targets)
 }

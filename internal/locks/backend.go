@@ -48,9 +48,20 @@ func (b zkBackend) Holder(ctx context.Context, cluster string) (*Holder, error) 
 	return b.l.Holder(ctx, cluster)
 }
 
+// kvValue is the value of a key-value lock entry: the holder, and the claim's unique
+// name (Holder.Node, which the ZooKeeper lock keeps in the node's path, not its data).
+type kvValue struct {
+	Holder
+	Claim string `json:"claim"`
+}
+
+func encodeKVHolder(h Holder) ([]byte, error) { return json.Marshal(kvValue{Holder: h, Claim: h.Node}) }
+
 // parseKVHolder decodes the value of a key-value lock entry.
 func parseKVHolder(data []byte) Holder {
-	var h Holder
-	_ = json.Unmarshal(data, &h)
+	var v kvValue
+	_ = json.Unmarshal(data, &v)
+	h := v.Holder
+	h.Node = v.Claim
 	return h
 }

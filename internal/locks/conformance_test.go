@@ -81,7 +81,14 @@ func startNATSServer(t *testing.T) *natsServer {
 	return n
 }
 
+// serverStarts serialises the in-process servers' starts and stops: nats-server's start-up
+// touches process-wide state, which the race detector reports when two tests start one at
+// the same moment.
+var serverStarts sync.Mutex
+
 func (n *natsServer) start() {
+	serverStarts.Lock()
+	defer serverStarts.Unlock()
 	s, err := server.NewServer(n.opts)
 	if err != nil {
 		n.t.Fatal(err)
@@ -95,8 +102,10 @@ func (n *natsServer) start() {
 
 func (n *natsServer) restart(down time.Duration) {
 	testenv.CountFault()
+	serverStarts.Lock()
 	n.s.Shutdown()
 	n.s.WaitForShutdown()
+	serverStarts.Unlock()
 	time.Sleep(down) // the outage being tested, not a wait for a condition
 	n.start()
 }
@@ -326,4 +335,27 @@ func TestConformanceKVNATSRestart(t *testing.T) {
 		t.Errorf("the holder did not know its lock was lost before another worker took it")
 	}
 	_ = h2.Release(t.Context())
+}
+
+// A lock held longer than the backend's timeouts (session timeout, entry TTL) stays held:
+// the holder's renewals (or session) keep it, and nobody else takes it meanwhile.
+func TestConformanceHeldLongerThanTTL(t *testing.T) {
+	eachBackend(t, func(t *testing.T, b backend) {
+		a, _ := b.worker(t, "a")
+		h, err := a.Acquire(t.Context(), "c1", "ev-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		other, _ := b.worker(t, "b")
+		_, err = other.Acquire(t.Context(), "c1", "ev-b", locks.WithWait(3*kvTTL))
+		if !errors.Is(err, locks.ErrBusy) {
+			t.Fatalf("another worker, while the lock is held for %s: %v, want busy", 3*kvTTL, err)
+		}
+		if err := h.Err(); err != nil {
+			t.Fatalf("the holder lost its lock while holding it: %v", err)
+		}
+		if err := h.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

@@ -1,5 +1,8 @@
-// Package locks is kafkamender's distributed lock per Kafka cluster, kept in ZooKeeper, so
-// that only one worker changes a cluster at a time.
+// Package locks is kafkamender's distributed lock per Kafka cluster, so that only one
+// worker changes a cluster at a time. Two backends share one contract (Backend, Lease; the
+// conformance suite runs on both): ZooKeeper (Locker, described here) and NATS JetStream
+// key-value (KVLocker, in kv.go, with its timing argument), for clusters without
+// ZooKeeper.
 //
 // # Model
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -200,7 +199,7 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 	bo := newBackoff()
 	for {
 		info.AcquiredAt = time.Now().UTC().Truncate(time.Millisecond)
-		data, err := json.Marshal(info)
+		data, err := encodeKVHolder(info)
 		if err != nil {
 			return nil, err
 		}

@@ -2,14 +2,17 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
@@ -21,16 +24,38 @@ import (
 // newPipeline builds the event pipeline and its handlers on the connected clients. A
 // cluster with its own ZooKeeper keeps its lock there (same ensemble as its metadata, so
 // the backends' ZooKeeper writes are fenced by the lock); the others use the lock
-// ZooKeeper.
+// ZooKeeper, or the NATS key-value lock (lock backend nats).
 func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipeline, error) {
 	cfg := w.cfg
+	js, err := jetstream.New(c.nats.conn)
+	if err != nil {
+		return nil, err
+	}
+	kvLocker, err := locks.NewKV(js, locks.KVConfig{Bucket: cfg.Lock.NATS.Bucket, Worker: cfg.Worker.ID, TTL: cfg.Lock.NATS.TTL,
+		Wait: cfg.Lock.AcquireTimeout, Logger: w.logger.Named("locks")})
+	if err != nil {
+		return nil, err
+	}
 	clusters := map[string]*handlers.Cluster{}
 	var lockSessions []*locks.Session
 	for _, kc := range c.clusters {
-		sess := c.lockZK.sess
 		hc := &handlers.Cluster{Name: kc.cfg.Name, Client: kc.client, Strategy: kafka.Strategy(kc.cfg.Strategy)}
+		var sess *locks.Session
+		if c.lockZK != nil {
+			sess = c.lockZK.sess
+		}
 		if kc.zk != nil {
 			sess, hc.ZK, hc.Chroot = kc.zk.sess, kc.zk.sess, kc.zk.chroot
+		}
+		agreed := &agreedBackend{js: js, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
+		hc.Locker = agreed
+		clusters[hc.Name] = hc
+		if err := agreedAtStart(ctx, agreed); err != nil {
+			return nil, err
+		}
+		if cfg.LockBackend(kc.cfg.Name) == config.LockNATS {
+			agreed.Backend = kvLocker
+			continue
 		}
 		lk, err := locks.New(sess, locks.Config{
 			Root:   cfg.Lock.Root,
@@ -41,17 +66,12 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: lock: %w", kc.cfg.Name, err)
 		}
-		hc.Locker = lk
-		clusters[hc.Name] = hc
+		agreed.Backend = locks.ZK(lk)
 		if !slices.Contains(lockSessions, sess) {
 			lockSessions = append(lockSessions, sess)
 		}
 	}
 	metrics, err := handlers.NewMetrics(w.registry)
-	if err != nil {
-		return nil, err
-	}
-	js, err := jetstream.New(c.nats.conn)
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +117,18 @@ func pipelineProbe(p *pipeline.Pipeline) probeFunc {
 		}
 		return "consuming " + events.EventsStream, nil
 	}
+}
+
+// agreedAtStart compares the worker's lock location for a cluster with the fleet's record
+// at start-up: a mismatch stops the worker; NATS being unreachable leaves the check to
+// the first lock of the cluster.
+func agreedAtStart(ctx context.Context, a *agreedBackend) error {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := a.check(cctx); err != nil && errors.Is(err, errLockMismatch) {
+		return err
+	}
+	return nil
 }
 
 // canLock is the pipeline's CanServe: a worker without a session on a ZooKeeper that

@@ -224,13 +224,15 @@ func (w *Worker) connect() (_ *clients, err error) {
 	}
 	natsDep.probe = c.nats.probe
 
-	lockDep := h.add(kindZooKeeper, lockZKName, true, nil)
-	c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout,
-		logger.Named("zookeeper").With(zap.String("zookeeper", lockZKName)), h, lockDep)
-	if err != nil {
-		return c, fmt.Errorf("lock %w", err)
+	if cfg.NeedsLockZooKeeper() {
+		lockDep := h.add(kindZooKeeper, lockZKName, true, nil)
+		c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout,
+			logger.Named("zookeeper").With(zap.String("zookeeper", lockZKName)), h, lockDep)
+		if err != nil {
+			return c, fmt.Errorf("lock %w", err)
+		}
+		lockDep.probe = c.lockZK.probe
 	}
-	lockDep.probe = c.lockZK.probe
 
 	for _, name := range cfg.ClusterNames() {
 		cl := cfg.Clusters[name]
@@ -277,6 +279,7 @@ type clusterSummary struct {
 	BootstrapServers []string `json:"bootstrap_servers"`
 	ZooKeeper        string   `json:"zookeeper,omitempty"`
 	Strategy         string   `json:"strategy"`
+	Lock             string   `json:"lock"`
 }
 
 func (w *Worker) logStartup(addr string) {
@@ -289,6 +292,7 @@ func (w *Worker) logStartup(addr string) {
 			BootstrapServers: cl.BootstrapServers,
 			ZooKeeper:        cl.ZooKeeper,
 			Strategy:         string(cl.Strategy),
+			Lock:             string(cfg.LockBackend(name)),
 		})
 	}
 	w.logger.Info("kafkamender worker started",
