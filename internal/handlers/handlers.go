@@ -102,8 +102,8 @@ type Cluster struct {
 	Client *kgo.Client
 	// ZK is the session on the cluster's own ZooKeeper (nil for KRaft or when not
 	// configured); its lock lives in the same ensemble, so ZooKeeper writes are fenced.
-	ZK       *locks.Session
-	Chroot   string
+	ZK     *locks.Session
+	Chroot string
 	// Locker takes the cluster's lock: ZooKeeper (locks.ZK) or NATS key-value
 	// (*locks.KVLocker). ZooKeeper strategies need the ZooKeeper lock, whose leases fence
 	// their znode writes.
