@@ -181,11 +181,7 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 	if err := checkKVKey(cluster); err != nil {
 		return nil, fmt.Errorf("cluster name %q: %w", cluster, err)
 	}
-	o := acquireOptions{wait: l.cfg.Wait}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	wctx, cancel := context.WithTimeout(ctx, o.wait)
+	wctx, cancel := waitContext(ctx, l.cfg.Wait, opts)
 	defer cancel()
 	kv, err := l.bucket(wctx)
 	if err != nil {

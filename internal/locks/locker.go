@@ -115,6 +115,15 @@ func WithWait(d time.Duration) AcquireOption {
 	}
 }
 
+// waitContext bounds an Acquire's wait: wait, or what its options say.
+func waitContext(ctx context.Context, wait time.Duration, opts []AcquireOption) (context.Context, context.CancelFunc) {
+	o := acquireOptions{wait: wait}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return context.WithTimeout(ctx, o.wait)
+}
+
 // Acquire takes the lock of cluster for the event eventID, waiting for the holder before
 // it as long as ctx and the wait (Config.Wait, WithWait) allow.
 //
@@ -140,11 +149,7 @@ func (l *Locker) Acquire(ctx context.Context, cluster, eventID string, opts ...A
 	if err := checkName(cluster); err != nil {
 		return nil, fmt.Errorf("cluster name %q: %w", cluster, err)
 	}
-	o := acquireOptions{wait: l.cfg.Wait}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	wctx, cancel := context.WithTimeout(ctx, o.wait)
+	wctx, cancel := waitContext(ctx, l.cfg.Wait, opts)
 	defer cancel()
 
 	g, err := l.sess.Wait(wctx)

@@ -50,8 +50,10 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		agreed := &agreedBackend{js: js, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
 		hc.Locker = agreed
 		clusters[hc.Name] = hc
-		if err := agreedAtStart(ctx, agreed); err != nil {
-			return nil, err
+		if c.nats.conn.IsConnected() { // else the first lock of the cluster checks
+			if err := agreedAtStart(ctx, agreed); err != nil {
+				return nil, err
+			}
 		}
 		if cfg.LockBackend(kc.cfg.Name) == config.LockNATS {
 			agreed.Backend = kvLocker
