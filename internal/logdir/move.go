@@ -22,25 +22,46 @@ func Move(opts Options) (*Result, error) {
 		return nil, err
 	}
 	fmt.Fprintf(op.out, "move %s from %s to %s\n", tp, opts.From, opts.To)
-	p, err := planMove(tp, opts, true)
-	if err != nil {
-		return nil, err
-	}
-	held, err := lockDirs(p.src.dir, p.dst.dir)
+	p, held, err := lockedPlan(op, func(probe bool) (*movePlan, error) { return planMove(tp, opts, probe) })
 	if err != nil {
 		return nil, err
 	}
 	defer held.release()
-	// Read everything again under the locks: another run may have changed it meanwhile.
-	if p, err = planMove(tp, opts, false); err != nil {
-		return nil, err
-	}
-	op.logf("locked %s and %s", filepath.Join(p.src.dir, LockFile), filepath.Join(p.dst.dir, LockFile))
-	op.logf("state: %s", p.state)
-	if err := op.reach(StepLocked); err != nil {
-		return nil, err
-	}
 	return op.move(p)
+}
+
+func (p *movePlan) sides() (src, dst *side) { return p.src, p.dst }
+
+func (p *movePlan) describe() string { return p.state.String() }
+
+// lockedPlan is the start Move and Recover share: plan (every check, nothing changed),
+// take the locks of both dirs, plan again under them (another run may have changed
+// things meanwhile), and reach StepLocked. The caller releases the locks.
+func lockedPlan[P interface {
+	sides() (src, dst *side)
+	describe() string
+}](op *operation, plan func(probe bool) (P, error)) (P, *locks, error) {
+	var none P
+	p, err := plan(true)
+	if err != nil {
+		return none, nil, err
+	}
+	src, dst := p.sides()
+	held, err := lockDirs(src.dir, dst.dir)
+	if err != nil {
+		return none, nil, err
+	}
+	if p, err = plan(false); err != nil {
+		held.release()
+		return none, nil, err
+	}
+	op.logf("locked %s and %s", filepath.Join(src.dir, LockFile), filepath.Join(dst.dir, LockFile))
+	op.logf("state: %s", p.describe())
+	if err := op.reach(StepLocked); err != nil {
+		held.release()
+		return none, nil, err
+	}
+	return p, held, nil
 }
 
 // moveState is what the filesystem shows of a move: the states a move goes through, in

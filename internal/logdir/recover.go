@@ -25,29 +25,21 @@ func Recover(opts Options) (*Result, error) {
 		return nil, err
 	}
 	fmt.Fprintf(op.out, "recover %s from %s into %s\n", tp, opts.From, opts.To)
-	p, err := planRecover(tp, opts, true)
-	if err != nil {
-		return nil, err
-	}
-	held, err := lockDirs(p.src.dir, p.dst.dir)
+	p, held, err := lockedPlan(op, func(probe bool) (*recoverPlan, error) { return planRecover(tp, opts, probe) })
 	if err != nil {
 		return nil, err
 	}
 	defer held.release()
-	// Read everything again under the locks: another run may have changed it meanwhile.
-	if p, err = planRecover(tp, opts, false); err != nil {
-		return nil, err
-	}
-	op.logf("locked %s and %s", filepath.Join(p.src.dir, LockFile), filepath.Join(p.dst.dir, LockFile))
-	if p.placed {
-		op.logf("state: %s already holds an identical copy: an earlier run placed it; finishing", p.dst.folder(tp))
-	} else {
-		op.logf("state: %s has no %s folder: copying it", p.dst.dir, tp)
-	}
-	if err := op.reach(StepLocked); err != nil {
-		return nil, err
-	}
 	return op.recover(p)
+}
+
+func (p *recoverPlan) sides() (src, dst *side) { return p.src, p.dst }
+
+func (p *recoverPlan) describe() string {
+	if p.placed {
+		return fmt.Sprintf("%s already holds an identical copy: an earlier run placed it; finishing", p.dst.folder(p.tp))
+	}
+	return fmt.Sprintf("%s has no %s folder: copying it", p.dst.dir, p.tp)
 }
 
 // recoverPlan is what Recover is to do, read from the filesystem.
