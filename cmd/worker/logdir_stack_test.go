@@ -120,20 +120,14 @@ func TestOfflineMove(t *testing.T) {
 	for _, cluster := range []string{"local", "kraft"} {
 		t.Run(cluster, func(t *testing.T) {
 			c := env.Cluster(t, cluster)
-			dirs, err := env.Stack.LogDirs(cluster, 1)
-			if err != nil || len(dirs) != 2 {
-				t.Fatalf("broker 1 log dirs: %v %v", dirs, err)
-			}
+			dirs := env.TwoLogDirs(t, cluster, 1)
 			cl := env.Kafka(t, cluster, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 			adm := kadm.NewClient(cl)
 			topic := testenv.Name(t, "off")
 			testenv.CreateTopic(t, cl, topic, [][]int32{{1}}, nil)
 			testenv.Produce(t, cl, topic, 1, 300, 1000)
 			from := logDirOf(t, adm, 1, topic, 0)
-			to := dirs[0]
-			if from == to {
-				to = dirs[1]
-			}
+			to := testenv.OtherLogDir(dirs, from)
 			tp := topic + "-0"
 
 			// Refused while the broker holds the directory, and nothing changes.

@@ -262,19 +262,13 @@ func TestCrashLoopEndsInADeadLetter(t *testing.T) {
 func TestKillLogDirMoveAtEachStep(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
-	dirs, err := env.Stack.LogDirs("kraft", 1)
-	if err != nil || len(dirs) != 2 {
-		t.Fatalf("kraft node 1 log dirs: %v %v", dirs, err)
-	}
+	dirs := env.TwoLogDirs(t, "kraft", 1)
 	for _, step := range []string{handlers.StepJournalWritten, handlers.StepThrottled, handlers.StepCopying, handlers.StepBeforeResult} {
 		t.Run(step, func(t *testing.T) {
 			r := newRig(t, env, "kraft")
 			topic := r.topic("ld", [][]int32{{1, 2}}, 2_000_000, nil)
 			from := r.logDirOf(1, topic, 0)
-			to := dirs[0]
-			if from == to {
-				to = dirs[1]
-			}
+			to := testenv.OtherLogDir(dirs, from)
 			_, res := killAt(t, r, step, events.TypeLogDirMoveRequested, map[string]any{"broker": 1, "topic": topic, "partition": 0,
 				"to_dir": to, "throttle_bytes_per_sec": throttleRate})
 			if res.Status != events.StatusSucceeded || len(res.Changes) != 1 || res.Changes[0].DirAfter != to || res.Changes[0].DirBefore != from {

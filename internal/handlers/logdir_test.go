@@ -136,10 +136,7 @@ func TestLogDirBalance(t *testing.T) {
 	f := newFleet(t, env, "local")
 	f.start("worker-1")
 	adm := env.Admin(t, "local")
-	dirs, err := env.Stack.LogDirs("local", 1)
-	if err != nil || len(dirs) != 2 {
-		t.Fatalf("broker 1 log dirs: %v %v", dirs, err)
-	}
+	dirs := env.TwoLogDirs(t, "local", 1)
 	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var topics []string
 	for i, size := range []int{40, 25, 10} { // records of 50 kB per partition
@@ -248,20 +245,14 @@ func TestLogDirExplicitMoveKRaft(t *testing.T) {
 	f := newFleet(t, env, "kraft")
 	f.start("worker-1")
 	adm := env.Admin(t, "kraft")
-	dirs, err := env.Stack.LogDirs("kraft", 1)
-	if err != nil || len(dirs) != 2 {
-		t.Fatalf("kraft node 1 log dirs: %v %v", dirs, err)
-	}
+	dirs := env.TwoLogDirs(t, "kraft", 1)
 	cl := env.Kafka(t, "kraft", kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	topic := testenv.Name(t, "ldk")
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}, {2, 1}}, nil)
 	testenv.Produce(t, cl, topic, 2, 30, 1000)
 	tp := topic + "-1"
 	from := placement(t, adm, 1)[tp]
-	to := dirs[0]
-	if from == to {
-		to = dirs[1]
-	}
+	to := testenv.OtherLogDir(dirs, from)
 	dry := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"topic": topic, "partition": 1, "to_dir": to, "dry_run": true})))
 	if dry.Status != events.StatusPlanned || len(dry.Changes) != 1 || dry.Changes[0].DirAfter != to || !strings.Contains(dry.Note, "moving "+tp) {
 		t.Fatalf("dry run: %s (%s) changes %+v note %q", dry.Status, dry.Error, dry.Changes, dry.Note)
@@ -296,19 +287,13 @@ func TestLogDirRefusals(t *testing.T) {
 	f := newFleet(t, env, "local")
 	f.start("worker-1")
 	adm := env.Admin(t, "local")
-	dirs, err := env.Stack.LogDirs("local", 1)
-	if err != nil || len(dirs) != 2 {
-		t.Fatalf("broker 1 log dirs: %v %v", dirs, err)
-	}
+	dirs := env.TwoLogDirs(t, "local", 1)
 	cl := env.Kafka(t, "local", kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	topic := testenv.Name(t, "ldr")
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}, {2, 3}}, nil)
 	testenv.Produce(t, cl, topic, 2, 200, 10_000)
 	cur := placement(t, adm, 1)[topic+"-0"]
-	other := dirs[0]
-	if cur == other {
-		other = dirs[1]
-	}
+	other := testenv.OtherLogDir(dirs, cur)
 
 	// A move in progress for the partition: started straight through the API, slowed by a
 	// copy throttle so that it is still running when the event arrives.
@@ -396,17 +381,14 @@ func TestLogDirMoveTimeout(t *testing.T) {
 	f := newFleet(t, env, "local")
 	f.start("worker-1")
 	adm := env.Admin(t, "local")
-	dirs, _ := env.Stack.LogDirs("local", 1)
+	dirs := env.TwoLogDirs(t, "local", 1)
 	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	topic := testenv.Name(t, "ldt")
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)
 	testenv.Produce(t, cl, topic, 1, 100, 50_000)
 	tp := topic + "-0"
 	cur := placement(t, adm, 1)[tp]
-	other := dirs[0]
-	if cur == other {
-		other = dirs[1]
-	}
+	other := testenv.OtherLogDir(dirs, cur)
 	res := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"topic": topic, "partition": 0, "to_dir": other,
 		"throttle_bytes_per_sec": 50_000, "timeout": "5s"})))
 	if res.Status != events.StatusFailed || !strings.Contains(res.Error, "timeout after 5s") || !strings.Contains(res.Error, "cancelled 1 unfinished moves") {
@@ -434,10 +416,7 @@ func TestLogDirOfflineTargetRefused(t *testing.T) {
 	f := newFleet(t, env, "local")
 	f.start("worker-1")
 	adm := env.Admin(t, "local")
-	dirs, err := env.Stack.LogDirs("local", 1)
-	if err != nil || len(dirs) != 2 {
-		t.Fatalf("broker 1 log dirs: %v %v", dirs, err)
-	}
+	dirs := env.TwoLogDirs(t, "local", 1)
 	cl := env.Kafka(t, "local", kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	topic := testenv.Name(t, "ldo")
 	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)

@@ -109,3 +109,22 @@ func Assignment(t testing.TB, adm *kadm.Client, topic string) [][]int32 {
 	}
 	return out
 }
+
+// TwoLogDirs returns the two log directories (disks) of broker id of a stack cluster (broker
+// 1 of local and node 1 of kraft have two) and fails the test if it has not exactly two.
+func (e *Env) TwoLogDirs(t testing.TB, cluster string, id int32) [2]string {
+	t.Helper()
+	dirs, err := e.Stack.LogDirs(cluster, id)
+	if err != nil || len(dirs) != 2 {
+		t.Fatalf("%s broker %d log dirs: %v %v, want two", cluster, id, dirs, err)
+	}
+	return [2]string{dirs[0], dirs[1]}
+}
+
+// OtherLogDir is the one of dirs that is not dir.
+func OtherLogDir(dirs [2]string, dir string) string {
+	if dirs[0] == dir {
+		return dirs[1]
+	}
+	return dirs[0]
+}
