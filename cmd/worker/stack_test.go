@@ -91,9 +91,7 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		if err != nil {
 			return
 		}
-		if s, err := js.Stream(context.Background(), "KAFKAMENDER_EVENTS"); err == nil {
-			_ = s.DeleteConsumer(context.Background(), consumer)
-		}
+		testenv.DeleteConsumers(context.Background(), js, consumer)
 	})
 	yaml := bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1)
 	for from, to := range map[string]string{

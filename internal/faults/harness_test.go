@@ -100,9 +100,7 @@ func newRig(t *testing.T, env *testenv.Env, real string) *rig {
 	cl := env.Kafka(t, real, kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	r := &rig{t: t, env: env, real: real, alias: testenv.Name(t, "f"), zk: stack.ZooKeeperAddr, nc: nc, js: js, cl: cl, adm: kadm.NewClient(cl)}
 	t.Cleanup(func() {
-		if s, err := js.Stream(context.Background(), events.EventsStream); err == nil {
-			_ = s.DeleteConsumer(context.Background(), r.alias)
-		}
+		testenv.DeleteConsumers(context.Background(), js, r.alias)
 	})
 	return r
 }

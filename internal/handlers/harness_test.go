@@ -201,7 +201,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
 		AckWait:        10 * time.Second, Logger: log, InactiveThreshold: time.Minute,
 		// As the worker does (canLock): without a lock session, take no events.
-		CanServe: func() error { _, err := sess.Current(); return err },
+		CanServe: func(string) error { _, err := sess.Current(); return err },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -215,9 +215,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		if s, err := f.js.Stream(context.Background(), events.EventsStream); err == nil {
-			_ = s.DeleteConsumer(context.Background(), f.alias)
-		}
+		testenv.DeleteConsumers(context.Background(), f.js, f.alias)
 	})
 	testenv.Eventually(t, 30*time.Second, pl.Ready)
 	return &fleetWorker{sess: sess, writes: writes, kill: func() {
@@ -292,7 +290,7 @@ func (f *fleet) stored(id string) *events.Result {
 func (f *fleet) consumerState() *jetstream.ConsumerInfo {
 	t := f.t
 	t.Helper()
-	c, err := f.js.Consumer(t.Context(), events.EventsStream, f.alias)
+	c, err := f.js.Consumer(t.Context(), events.EventsStream, pipeline.ClusterConsumer(f.alias, f.alias))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,7 +236,7 @@ func (e *env) eventsLeft() uint64 {
 
 func (e *env) consumer() *jetstream.ConsumerInfo {
 	e.t.Helper()
-	c, err := e.js.Consumer(e.t.Context(), events.EventsStream, pipeline.DefaultConsumer)
+	c, err := e.js.Consumer(e.t.Context(), events.EventsStream, pipeline.ClusterConsumer(pipeline.DefaultConsumer, cluster))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func (e *env) watchTerminated() func(seq uint64) {
 	e.t.Helper()
 	var mu sync.Mutex
 	seen := map[uint64]bool{}
-	sub, err := e.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+events.EventsStream+"."+pipeline.DefaultConsumer,
+	sub, err := e.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MSG_TERMINATED."+events.EventsStream+"."+pipeline.ClusterConsumer(pipeline.DefaultConsumer, cluster),
 		func(m *nats.Msg) {
 			var adv struct {
 				StreamSeq uint64 `json:"stream_seq"`

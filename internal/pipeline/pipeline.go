@@ -28,6 +28,21 @@
 //     stops (a transient error once Run's context is done) gets its message negatively
 //     acknowledged with a short delay, never a final result, even on its last attempt.
 //
+// Order. Each cluster's events have a durable consumer of their own,
+// ClusterConsumer(Config.Consumer, cluster), shared by every worker of the fleet, that
+// hands out one message at a time (MaxAckPending 1): the next event of the cluster is
+// delivered only once the one out is acknowledged or terminated, which the pipeline does
+// only after its result is stored. So a cluster's events run one at a time, fleet-wide,
+// in the order the stream stored them, while other clusters' events run in parallel. A
+// transient failure's delayed negative acknowledgement keeps the event out, and the
+// event of a worker that died is redelivered after the ack wait: either way it comes
+// before any later event of its cluster. The price is head-of-line blocking: a cluster's
+// event retried with growing delays holds up that cluster's later events (at most
+// MaxAttempts deliveries), never another cluster's.
+//
+// Events no consumer takes (a cluster no fleet serves, a malformed subject) are found by
+// every worker's sweep and rejected (see strays.go).
+//
 // Poison messages. A handler that panics does not take the worker down: the panic is
 // recovered (the handler's own defers, such as its lock release, have run), logged with
 // its stack, the event gets a "failed" result naming the panic, a copy of the message goes
@@ -47,6 +62,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -77,16 +94,22 @@ type Handler interface {
 type Config struct {
 	Worker   string
 	Clusters []string // known cluster names
-	// Consumer is the durable consumer shared by the workers of a fleet, and
-	// FilterSubjects the event subjects it takes. Defaults: DefaultConsumer and every
-	// event subject. Consumers of the work-queue stream must not overlap.
+	// Consumer names the fleet's durable consumers: cluster c's events are taken by the
+	// consumer ClusterConsumer(Consumer, c), shared by the workers of a fleet, which hands
+	// out one event at a time (see the package doc, "Order"). FilterSubjects are the event
+	// subjects the fleet takes; each cluster's consumer takes the part of them about that
+	// cluster. Defaults: DefaultConsumer and every event subject. Consumers of the
+	// work-queue stream must not overlap.
 	Consumer       string
 	FilterSubjects []string
-	// InactiveThreshold, when set, lets JetStream delete the consumer after it had no
+	// InactiveThreshold, when set, lets JetStream delete the consumers after they had no
 	// worker for that long (tests use it so a crashed test leaves nothing behind). Zero
-	// keeps the consumer for ever, as a fleet's should.
+	// keeps them for ever, as a fleet's should.
 	InactiveThreshold time.Duration
-	Concurrency       int // events handled at once by this worker; default 4
+	// Concurrency bounds the events this worker handles at once; each cluster has at most
+	// one in hand across the fleet anyway. Default: the number of clusters. When lower,
+	// the clusters take turns.
+	Concurrency int
 	// AckWait is how long JetStream waits for an acknowledgement before redelivering;
 	// in-progress acknowledgements extend it while a handler runs. Default 30s.
 	AckWait time.Duration
@@ -99,14 +122,23 @@ type Config struct {
 	RetryDelay func(attempt int) time.Duration
 	// ResultsMaxAge is how long results (the audit trail) are kept. Default 90 days.
 	ResultsMaxAge time.Duration
-	Logger        *zap.Logger
-	Registerer    prometheus.Registerer
-	// CanServe, when set, is asked before each fetch: while it returns an error this worker
-	// takes no events (those in hand go on), so that a worker that cannot do its work (it
-	// has no ZooKeeper session for its locks) leaves the events to the workers that can,
-	// instead of failing each transiently and using up its deliveries.
-	CanServe func() error
+	// StrayGrace is how long an event no consumer takes (its cluster is unknown to every
+	// fleet, or its subject malformed) waits before it is rejected, so that a fleet that is
+	// just starting can create its consumers first. Default 3s.
+	StrayGrace time.Duration
+	Logger     *zap.Logger
+	Registerer prometheus.Registerer
+	// CanServe, when set, is asked before each fetch for a cluster: while it returns an
+	// error this worker takes no events of that cluster (those in hand go on), so that a
+	// worker that cannot do that work (it has no ZooKeeper session for the cluster's lock)
+	// leaves the events to the workers that can, instead of failing each transiently and
+	// using up its deliveries. Other clusters go on.
+	CanServe func(cluster string) error
 }
+
+// ClusterConsumer is the name of the durable consumer that takes cluster's events for
+// the fleet whose consumer name is prefix.
+func ClusterConsumer(prefix, cluster string) string { return prefix + "_" + cluster }
 
 func (c *Config) setDefaults() {
 	if c.Consumer == "" {
@@ -116,7 +148,7 @@ func (c *Config) setDefaults() {
 		c.FilterSubjects = []string{events.EventsSubjects}
 	}
 	if c.Concurrency <= 0 {
-		c.Concurrency = 4
+		c.Concurrency = max(1, len(c.Clusters))
 	}
 	if c.AckWait <= 0 {
 		c.AckWait = 30 * time.Second
@@ -129,6 +161,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResultsMaxAge <= 0 {
 		c.ResultsMaxAge = 90 * 24 * time.Hour
+	}
+	if c.StrayGrace <= 0 {
+		c.StrayGrace = 3 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -144,10 +179,10 @@ type Pipeline struct {
 	log      *zap.Logger
 
 	mu          sync.Mutex
-	cannotServe bool // the last CanServe said no
+	cannotServe map[string]bool // cluster: the last CanServe said no
 	results     *streamResults
 	evs         jetstream.Stream
-	cons        jetstream.Consumer
+	cons        map[string]jetstream.Consumer // by cluster; nil until set up
 
 	events   *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -220,18 +255,34 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("stream %s: %w", events.DeadStream, err)
 	}
-	cons, err := evs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:           p.cfg.Consumer,
-		Description:       "shared by every kafkamender worker",
-		AckPolicy:         jetstream.AckExplicitPolicy,
-		AckWait:           p.cfg.AckWait,
-		MaxDeliver:        p.cfg.MaxAttempts + 1,
-		MaxAckPending:     1000,
-		FilterSubjects:    p.cfg.FilterSubjects,
-		InactiveThreshold: p.cfg.InactiveThreshold,
-	})
-	if err != nil {
-		return fmt.Errorf("consumer %s: %w%s", p.cfg.Consumer, err, p.overlapping(ctx, evs, err))
+	if err := p.retireShared(ctx, evs); err != nil {
+		return err
+	}
+	cons := map[string]jetstream.Consumer{}
+	for _, cluster := range p.cfg.Clusters {
+		filters := ClusterFilters(p.cfg.FilterSubjects, cluster)
+		if len(filters) == 0 {
+			continue // this fleet does not take the cluster's events
+		}
+		name := ClusterConsumer(p.cfg.Consumer, cluster)
+		c, err := evs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+			Durable:     name,
+			Description: "kafkamender: the events of cluster " + cluster + ", one at a time, in stream order, for every worker of the fleet",
+			AckPolicy:   jetstream.AckExplicitPolicy,
+			AckWait:     p.cfg.AckWait,
+			MaxDeliver:  p.cfg.MaxAttempts + 1,
+			// One event of the cluster out at a time, fleet-wide: the next is delivered
+			// only once this one is acknowledged or terminated (after its result is
+			// stored). A delayed negative acknowledgement keeps it out, so a retry, or
+			// a redelivery after its worker died, comes before any later event.
+			MaxAckPending:     1,
+			FilterSubjects:    filters,
+			InactiveThreshold: p.cfg.InactiveThreshold,
+		})
+		if err != nil {
+			return fmt.Errorf("consumer %s: %w%s", name, err, p.overlapping(ctx, evs, name, filters, err))
+		}
+		cons[cluster] = c
 	}
 	p.mu.Lock()
 	p.results, p.evs, p.cons = &streamResults{js: p.js, stream: res}, evs, cons
@@ -239,10 +290,56 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 	return nil
 }
 
+// retireShared deletes the consumer named Config.Consumer itself: before per-cluster
+// order, every worker shared one consumer of that name for all clusters, which would
+// overlap the per-cluster consumers. Its unacknowledged events stay in the work-queue
+// stream and go to the per-cluster consumers, in stream order.
+func (p *Pipeline) retireShared(ctx context.Context, evs jetstream.Stream) error {
+	err := evs.DeleteConsumer(ctx, p.cfg.Consumer)
+	switch {
+	case err == nil:
+		p.log.Warn("deleted the fleet's shared consumer of earlier versions; each cluster has its own consumer now",
+			zap.String("consumer", p.cfg.Consumer))
+		return nil
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil
+	default:
+		return fmt.Errorf("retire consumer %s: %w", p.cfg.Consumer, err)
+	}
+}
+
+// ClusterFilters is the part of the fleet's subject filters that is about cluster: the
+// filters the cluster's consumer takes. A filter whose cluster token is a wildcard yields
+// the cluster's share of it; one about another cluster yields nothing.
+func ClusterFilters(filters []string, cluster string) []string {
+	prefix := strings.Split(events.EventsSubjectPrefix, ".")
+	var out []string
+	for _, f := range filters {
+		toks := strings.Split(f, ".")
+		if len(toks) <= len(prefix) || !slices.Equal(toks[:len(prefix)], prefix) {
+			continue
+		}
+		var sub string
+		switch rest := toks[len(prefix):]; {
+		case rest[0] == ">":
+			sub = events.EventsSubjectPrefix + "." + cluster + ".>"
+		case (rest[0] == "*" || rest[0] == cluster) && len(rest) > 1:
+			sub = events.EventsSubjectPrefix + "." + cluster + "." + strings.Join(rest[1:], ".")
+		default:
+			continue
+		}
+		if !slices.Contains(out, sub) {
+			out = append(out, sub)
+		}
+	}
+	return out
+}
+
 // Run sets up (retrying while NATS is unavailable) and handles events until ctx ends, then
 // waits for the events in hand: their handlers see ctx cancelled and stop before their
 // next write, and the events are left for redelivery (soon, by another worker). It also
-// handles the consumer's max-deliveries advisories (see the package doc).
+// handles the consumers' max-deliveries advisories and events no consumer takes (see
+// the package doc).
 func (p *Pipeline) Run(ctx context.Context) error {
 	// Subscribed before Setup, so that once Ready the server has the subscription (it
 	// handles a connection's requests in order); advisories wait in the channel meanwhile.
@@ -262,12 +359,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	p.mu.Lock()
+	cons := p.cons
+	p.mu.Unlock()
 	p.log.Info("consuming events", zap.String("stream", events.EventsStream), zap.String("consumer", p.cfg.Consumer),
-		zap.Int("concurrency", p.cfg.Concurrency))
+		zap.Strings("clusters", slices.Sorted(maps.Keys(cons))), zap.Int("concurrency", p.cfg.Concurrency))
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
+	wg.Go(func() {
 		for {
 			select {
 			case <-ctx.Done():
@@ -276,30 +374,36 @@ func (p *Pipeline) Run(ctx context.Context) error {
 				p.maxDeliveries(ctx, m.Data)
 			}
 		}
-	}()
-	for range p.cfg.Concurrency {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.loop(ctx)
-		}()
+	})
+	wg.Go(func() { p.sweepStrays(ctx) })
+	slots := make(chan struct{}, p.cfg.Concurrency)
+	for cluster, c := range cons {
+		wg.Go(func() { p.loop(ctx, cluster, c, slots) })
 	}
 	wg.Wait()
 	return nil
 }
 
-func (p *Pipeline) loop(ctx context.Context) {
+// loop takes the events of one cluster, one at a time, while this worker can serve it
+// and has a free slot.
+func (p *Pipeline) loop(ctx context.Context, cluster string, cons jetstream.Consumer, slots chan struct{}) {
 	for ctx.Err() == nil {
-		if !p.canServe() {
+		if !p.canServe(cluster) {
 			sleep(ctx, canServePoll)
 			continue
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		batch, err := p.cons.Fetch(1, jetstream.FetchContext(fctx))
+		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 		if err != nil {
 			cancel()
+			<-slots
 			if ctx.Err() == nil {
-				p.log.Debug("fetch", zap.Error(err))
+				p.log.Debug("fetch", zap.String("cluster", cluster), zap.Error(err))
 				sleep(ctx, time.Second)
 			}
 			continue
@@ -308,27 +412,32 @@ func (p *Pipeline) loop(ctx context.Context) {
 			p.handle(ctx, msg)
 		}
 		cancel()
+		<-slots
 	}
 }
 
-// canServePoll is how often a worker that cannot serve asks again.
+// canServePoll is how often a worker that cannot serve a cluster asks again.
 const canServePoll = 250 * time.Millisecond
 
-// canServe asks Config.CanServe, logging when the answer changes.
-func (p *Pipeline) canServe() bool {
+// canServe asks Config.CanServe about cluster, logging when the answer changes.
+func (p *Pipeline) canServe(cluster string) bool {
 	var err error
 	if p.cfg.CanServe != nil {
-		err = p.cfg.CanServe()
+		err = p.cfg.CanServe(cluster)
 	}
 	p.mu.Lock()
-	changed := (err != nil) != p.cannotServe
-	p.cannotServe = err != nil
+	if p.cannotServe == nil {
+		p.cannotServe = map[string]bool{}
+	}
+	changed := (err != nil) != p.cannotServe[cluster]
+	p.cannotServe[cluster] = err != nil
 	p.mu.Unlock()
 	switch {
 	case changed && err != nil:
-		p.log.Warn("not taking events: this worker cannot serve them now; other workers take them", zap.Error(err))
+		p.log.Warn("not taking events of this cluster: this worker cannot serve them now; other workers take them",
+			zap.String("cluster", cluster), zap.Error(err))
 	case changed:
-		p.log.Info("taking events again")
+		p.log.Info("taking events of this cluster again", zap.String("cluster", cluster))
 	}
 	return err == nil
 }
@@ -340,19 +449,19 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Ready reports whether the streams and the consumer are set up.
+// Ready reports whether the streams and the consumers are set up.
 func (p *Pipeline) Ready() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cons == nil {
-		return errors.New("jetstream streams and consumer not set up yet")
+		return errors.New("jetstream streams and consumers not set up yet")
 	}
 	return nil
 }
 
 // overlapping explains a refused consumer on the work-queue stream: it names the other
 // consumers, whose subjects overlap ours.
-func (p *Pipeline) overlapping(ctx context.Context, evs jetstream.Stream, err error) string {
+func (p *Pipeline) overlapping(ctx context.Context, evs jetstream.Stream, name string, filters []string, err error) string {
 	var apiErr *jetstream.APIError
 	if !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWQConsumerNotUnique {
 		return ""
@@ -360,17 +469,25 @@ func (p *Pipeline) overlapping(ctx context.Context, evs jetstream.Stream, err er
 	var others []string
 	infos := evs.ListConsumers(ctx)
 	for ci := range infos.Info() {
-		if ci.Name == p.cfg.Consumer {
+		if ci.Name == name {
 			continue
 		}
-		subjects := ci.Config.FilterSubjects
-		if ci.Config.FilterSubject != "" {
-			subjects = append(subjects, ci.Config.FilterSubject)
-		}
-		others = append(others, fmt.Sprintf("%s %v", ci.Name, subjects))
+		others = append(others, fmt.Sprintf("%s %v", ci.Name, consumerFilters(ci.Config)))
 	}
 	return fmt.Sprintf(" (a work-queue stream gives each subject to one consumer; these consumers take some of %v: %s; delete them or narrow nats.subjects)",
-		p.cfg.FilterSubjects, strings.Join(others, ", "))
+		filters, strings.Join(others, ", "))
+}
+
+// consumerFilters lists the subjects a consumer takes.
+func consumerFilters(c jetstream.ConsumerConfig) []string {
+	subjects := slices.Clone(c.FilterSubjects)
+	if c.FilterSubject != "" {
+		subjects = append(subjects, c.FilterSubject)
+	}
+	if len(subjects) == 0 {
+		subjects = []string{">"}
+	}
+	return subjects
 }
 
 // errCodeWQConsumerNotUnique is JetStream's "filtered consumer not unique on workqueue

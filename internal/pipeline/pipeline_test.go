@@ -568,7 +568,7 @@ func TestCannotServeLeavesEventsToOthers(t *testing.T) {
 	var serving atomic.Bool
 	var asked atomic.Int64
 	cfg := config(t)
-	cfg.CanServe = func() error {
+	cfg.CanServe = func(string) error {
 		asked.Add(1)
 		if !serving.Load() {
 			return errors.New("no zookeeper session")

@@ -23,10 +23,15 @@ import (
 // message that reached its consumer's MaxDeliver; the stream and consumer names follow.
 const maxDeliveriesAdvisoryPrefix = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
 
-// maxDeliveriesSubject is where JetStream tells that a message of our consumer reached its
-// delivery limit.
+// maxDeliveriesSubject is where JetStream tells that a message of a consumer of the events
+// stream reached its delivery limit; maxDeliveries keeps those of our consumers.
 func (p *Pipeline) maxDeliveriesSubject() string {
-	return maxDeliveriesAdvisoryPrefix + "." + events.EventsStream + "." + p.cfg.Consumer
+	return maxDeliveriesAdvisoryPrefix + "." + events.EventsStream + ".*"
+}
+
+// ours reports whether consumer is one of this pipeline's.
+func (p *Pipeline) ours(consumer string) bool {
+	return slices.ContainsFunc(p.cfg.Clusters, func(c string) bool { return ClusterConsumer(p.cfg.Consumer, c) == consumer })
 }
 
 // poison gives up on a message that must not run (again): it copies the message to the
@@ -171,6 +176,9 @@ func (p *Pipeline) maxDeliveries(ctx context.Context, data []byte) {
 	}
 	if err := json.Unmarshal(data, &adv); err != nil || adv.StreamSeq == 0 {
 		p.log.Warn("unreadable max-deliveries advisory", zap.ByteString("advisory", data), zap.Error(err))
+		return
+	}
+	if !p.ours(adv.Consumer) {
 		return
 	}
 	log := p.log.With(zap.Uint64("seq", adv.StreamSeq), zap.Int("deliveries", adv.Deliveries))

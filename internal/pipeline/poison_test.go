@@ -169,7 +169,7 @@ func TestMaxDeliveriesAdvisory(t *testing.T) {
 		t.Fatalf("crashing worker got attempt %d; want 1", got)
 	}
 	// The last delivery, taken by a worker that dies at once.
-	cons, err := e.js.Consumer(t.Context(), events.EventsStream, pipeline.DefaultConsumer)
+	cons, err := e.js.Consumer(t.Context(), events.EventsStream, pipeline.ClusterConsumer(pipeline.DefaultConsumer, cluster))
 	if err != nil {
 		t.Fatal(err)
 	}

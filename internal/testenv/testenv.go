@@ -396,13 +396,33 @@ func (e *Env) FreeEventsStream(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(t.Context(), "KAFKAMENDER_EVENTS")
+	if n := DeleteConsumers(t.Context(), js, "kafkamender-workers"); n > 0 {
+		t.Logf("deleted %d consumers of the default fleet kafkamender-workers left on the local stack", n)
+	}
+}
+
+// DeleteConsumers deletes a fleet's consumers of stream KAFKAMENDER_EVENTS: the one named
+// prefix (of earlier versions) and the per-cluster ones, prefix_<cluster>. It returns how
+// many it deleted.
+func DeleteConsumers(ctx context.Context, js jetstream.JetStream, prefix string) int {
+	s, err := js.Stream(ctx, "KAFKAMENDER_EVENTS")
 	if err != nil {
-		return // no stream yet
+		return 0 // no stream yet
 	}
-	if err := s.DeleteConsumer(t.Context(), "kafkamender-workers"); err == nil {
-		t.Logf("deleted the default consumer kafkamender-workers left on the local stack")
+	n := 0
+	names := s.ConsumerNames(ctx)
+	var doomed []string
+	for name := range names.Name() {
+		if name == prefix || strings.HasPrefix(name, prefix+"_") {
+			doomed = append(doomed, name)
+		}
 	}
+	for _, name := range doomed {
+		if s.DeleteConsumer(ctx, name) == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // LockBrokerThrottles serialises, across test processes, the tests that set broker-level

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -37,7 +36,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		return nil, err
 	}
 	clusters := map[string]*handlers.Cluster{}
-	var lockSessions []*locks.Session
+	lockSessions := map[string]*locks.Session{} // cluster: the ZooKeeper session its lock needs
 	for _, kc := range c.clusters {
 		hc := &handlers.Cluster{Name: kc.cfg.Name, Client: kc.client, Strategy: kafka.Strategy(kc.cfg.Strategy)}
 		var sess *locks.Session
@@ -69,9 +68,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 			return nil, fmt.Errorf("cluster %s: lock: %w", kc.cfg.Name, err)
 		}
 		agreed.Backend = locks.ZK(lk)
-		if !slices.Contains(lockSessions, sess) {
-			lockSessions = append(lockSessions, sess)
-		}
+		lockSessions[kc.cfg.Name] = sess
 	}
 	metrics, err := handlers.NewMetrics(w.registry)
 	if err != nil {
@@ -133,15 +130,18 @@ func agreedAtStart(ctx context.Context, a *agreedBackend) error {
 	return nil
 }
 
-// canLock is the pipeline's CanServe: a worker without a session on a ZooKeeper that
-// holds its locks could take no lock, so each event it took would fail and use up a
-// delivery; it leaves them to the workers that can.
-func canLock(sessions []*locks.Session) func() error {
-	return func() error {
-		for _, s := range sessions {
-			if _, err := s.Current(); err != nil {
-				return fmt.Errorf("cannot take locks: %w", err)
-			}
+// canLock is the pipeline's CanServe: a worker without a session on the ZooKeeper that
+// holds a cluster's lock could take no lock, so each event of the cluster it took would
+// fail and use up a delivery; it leaves them to the workers that can. Clusters whose lock
+// lives elsewhere (NATS) go on.
+func canLock(sessions map[string]*locks.Session) func(cluster string) error {
+	return func(cluster string) error {
+		s := sessions[cluster]
+		if s == nil {
+			return nil
+		}
+		if _, err := s.Current(); err != nil {
+			return fmt.Errorf("cannot take the lock of cluster %s: %w", cluster, err)
 		}
 		return nil
 	}
