@@ -237,6 +237,13 @@ func (h *Handlers) Handle(ctx context.Context, job *pipeline.Job) (*events.Resul
 	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster}
 	defer func() { h.cfg.Metrics.observe(res) }()
 	log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
+	if req, ok := ev.Payload.(*events.BrokerOverloaded); ok && !ev.DryRun() {
+		if _, known := h.cfg.Clusters[ev.Cluster]; known {
+			if noop, err := h.coolingDown(ctx, job, req, res); noop || err != nil {
+				return res, err
+			}
+		}
+	}
 	t, c, err := h.prepare(ctx, job, res, log)
 	if err != nil {
 		return asResult(res, err)

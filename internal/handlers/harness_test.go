@@ -64,7 +64,7 @@ const (
 // filtered on the alias's subjects, so tests sharing the stack never see each other's
 // events.
 type fleet struct {
-	t        *testing.T
+	t        testing.TB
 	env      *testenv.Env
 	real     string // the stack cluster
 	alias    string
@@ -85,7 +85,7 @@ func token(prefix string) string {
 	return prefix + hex.EncodeToString(b[:])
 }
 
-func newFleet(t *testing.T, env *testenv.Env, real string) *fleet {
+func newFleet(t testing.TB, env *testenv.Env, real string) *fleet {
 	t.Helper()
 	env.FreeEventsStream(t)
 	nc := env.NATS(t)
@@ -260,7 +260,7 @@ func (f *fleet) publish(env *events.Envelope) <-chan *events.Result {
 }
 
 // wait returns the next result from ch.
-func wait(t *testing.T, ch <-chan *events.Result, timeout time.Duration) *events.Result {
+func wait(t testing.TB, ch <-chan *events.Result, timeout time.Duration) *events.Result {
 	t.Helper()
 	return testenv.NextResult(t, ch, timeout)
 }

@@ -76,14 +76,13 @@ func (t *overloadedTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, 
 func (t *overloadedTask) start(ctx context.Context, x *exec) error {
 	res := x.res
 	// Alert storms: the same broker shed within the cool-down is a noop naming the event.
+	// Checked again under the lock: another fleet may have shed it since coolingDown.
 	recent, err := t.h.cool.recent(ctx, t.kv, t.c.Name, res.StartedAt)
 	if err != nil {
 		return err
 	}
 	if prev, ok := recent[*t.req.Broker]; ok && prev.Event != t.event {
-		res.Status, res.PreviousEvent = events.StatusNoop, prev.Event
-		res.Note = fmt.Sprintf("broker %d was shed by event %s at %s (worker %s); cool-down %s: not shedding again",
-			*t.req.Broker, prev.Event, prev.At.Format(time.RFC3339), prev.Worker, t.h.cfg.Overloaded.CoolDown)
+		t.h.coolNoop(res, *t.req.Broker, prev)
 		t.log.Info("alert within the cool-down", zap.String("previous_event", prev.Event))
 		return nil
 	}
@@ -119,6 +118,60 @@ func (t *overloadedTask) resume(ctx context.Context, x *exec) error {
 		}
 	}
 	return nil
+}
+
+// coolNoop makes res the noop of an alert for broker within the cool-down of the shed rec.
+func (h *Handlers) coolNoop(res *events.Result, broker int32, rec shedRecord) {
+	res.Status, res.PreviousEvent = events.StatusNoop, rec.Event
+	res.Note = fmt.Sprintf("broker %d was shed by event %s at %s (worker %s); cool-down %s: not shedding again",
+		broker, rec.Event, rec.At.Format(time.RFC3339), rec.Worker, h.cfg.Overloaded.CoolDown)
+}
+
+// coolingDown answers a broker-overloaded alert for a broker shed within the cool-down
+// (by another event) before anything else: a noop naming that event, from one key-value
+// read, without the lock and without touching Kafka, as alert storms need. A record only
+// ever gets newer, so what it says holds when the lock would be taken. It reports whether
+// res is the answer.
+func (h *Handlers) coolingDown(ctx context.Context, job *pipeline.Job, req *events.BrokerOverloaded, res *events.Result) (bool, error) {
+	kv, err := h.cool.bucket(ctx)
+	if err != nil {
+		return false, err
+	}
+	rec, ok, err := h.cool.record(ctx, kv, job.Event.Cluster, *req.Broker, time.Now())
+	if err != nil || !ok || rec.Event == job.Event.ID {
+		return false, err
+	}
+	res.Reason = req.Reason
+	h.coolNoop(res, *req.Broker, rec)
+	return true, nil
+}
+
+// Absorber implements pipeline.Absorber: after a broker-overloaded event sheds a broker,
+// or finds it in the cool-down, the alerts for the same broker that follow it in the
+// stream within the cool-down are noops naming the event that acted, answered in bulk.
+func (h *Handlers) Absorber(ctx context.Context, done *events.Event, res *events.Result) (func(*events.Event, time.Time) *events.Result, error) {
+	req, ok := done.Payload.(*events.BrokerOverloaded)
+	if !ok || done.DryRun() || (res.Status != events.StatusSucceeded && res.Status != events.StatusNoop) {
+		return nil, nil
+	}
+	kv, err := h.cool.bucket(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec, ok, err := h.cool.record(ctx, kv, done.Cluster, *req.Broker, time.Now())
+	if err != nil || !ok {
+		return nil, err
+	}
+	return func(next *events.Event, now time.Time) *events.Result {
+		nreq, ok := next.Payload.(*events.BrokerOverloaded)
+		if !ok || *nreq.Broker != *req.Broker || next.DryRun() || next.Expired(now) || next.ID == rec.Event ||
+			now.Sub(rec.At) >= h.cool.ttl {
+			return nil
+		}
+		out := &events.Result{Reason: nreq.Reason}
+		h.coolNoop(out, *req.Broker, rec)
+		return out
+	}, nil
 }
 
 // coolDown keeps the brokers shed recently (OverloadedBucket).
@@ -158,6 +211,22 @@ func (c *coolDown) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 }
 
 func coolKey(cluster string, broker int32) string { return cluster + "." + strconv.Itoa(int(broker)) }
+
+// record returns the record of broker of cluster if it was shed within the cool-down.
+func (c *coolDown) record(ctx context.Context, kv jetstream.KeyValue, cluster string, broker int32, now time.Time) (shedRecord, bool, error) {
+	e, err := kv.Get(ctx, coolKey(cluster, broker))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return shedRecord{}, false, nil
+	}
+	if err != nil {
+		return shedRecord{}, false, transient(err)
+	}
+	var r shedRecord
+	if json.Unmarshal(e.Value(), &r) != nil || now.Sub(r.At) >= c.ttl {
+		return shedRecord{}, false, nil
+	}
+	return r, true, nil
+}
 
 // recent returns the brokers of cluster shed within the cool-down, with their records.
 func (c *coolDown) recent(ctx context.Context, kv jetstream.KeyValue, cluster string, now time.Time) (map[int32]shedRecord, error) {

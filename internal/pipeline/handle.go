@@ -25,6 +25,7 @@ const shutdownDelay = 500 * time.Millisecond
 type delivery struct {
 	msg     jetstream.Msg
 	raw     RawEvent
+	ev      *events.Event // once decoded
 	attempt int
 	log     *zap.Logger
 }
@@ -58,6 +59,7 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 		p.finish(ctx, d, res)
 		return
 	}
+	d.ev = ev
 	d.log = d.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
 
 	results := p.store()
@@ -264,6 +266,7 @@ func (p *Pipeline) settle(ctx context.Context, d *delivery, stored *events.Resul
 		d.log.Info("a result was stored for this event already; acknowledging the event",
 			zap.String("status", string(stored.Status)), zap.String("by", stored.Worker), zap.Int("its_attempt", stored.Attempt))
 	}
+	p.absorb(ctx, d, stored)
 	var err error
 	if stored.Status == events.StatusRejected || stored.Status == events.StatusFailed {
 		err = d.msg.TermWithReason(string(stored.Status))

@@ -225,6 +225,7 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		Storage:     jetstream.FileStorage,
 		Duplicates:  10 * time.Minute,
 		MaxMsgSize:  events.DefaultMaxBytes + 64<<10,
+		AllowDirect: true, // batched reads ahead of an alert storm (absorb.go)
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", events.EventsStream, err)
