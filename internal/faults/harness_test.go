@@ -158,10 +158,15 @@ type proc struct {
 // start runs a worker process; with pauseAt, it stops for ever at the first of those
 // steps it reaches. It returns once the worker consumes events.
 func (r *rig) start(name string, pauseAt ...string) *proc {
-	t := r.t
+	r.t.Helper()
+	return startProc(r.t, name, r.config(name), pauseAt...)
+}
+
+// startProc runs a worker process with the configuration yaml (see rig.start).
+func startProc(t *testing.T, name, yaml string, pauseAt ...string) *proc {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), name+".yaml")
-	if err := os.WriteFile(cfg, []byte(r.config(name)), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(workerBin, "--config", cfg)
@@ -297,22 +302,31 @@ func (l *lines) wait(s string, timeout time.Duration, done <-chan struct{}) bool
 func (r *rig) publish(typ string, data any) (string, <-chan *events.Result) {
 	t := r.t
 	t.Helper()
-	raw, err := json.Marshal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env := events.Envelope{SpecVersion: "1.0", ID: testenv.Name(t, "ev"), Source: "faults/" + t.Name(), Type: typ,
-		Time: time.Now().UTC(), DataContentType: "application/json", Data: raw}
-	body, err := json.Marshal(env)
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := r.envelope(typ, data)
 	ch := testenv.WatchResults(t, r.nc, env.ID)
-	if _, err := r.js.Publish(t.Context(), events.Subject(r.alias, typ), body, jetstream.WithMsgID(env.ID)); err != nil {
+	if _, err := r.js.Publish(t.Context(), events.Subject(r.alias, typ), r.marshal(env), jetstream.WithMsgID(env.ID)); err != nil {
 		t.Fatal(err)
 	}
 	testenv.CountEvent()
 	return env.ID, ch
+}
+
+// envelope is an event for the rig's cluster, with a fresh id.
+func (r *rig) envelope(typ string, data any) *events.Envelope {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return &events.Envelope{SpecVersion: "1.0", ID: testenv.Name(r.t, "ev"), Source: "faults/" + r.t.Name(), Type: typ,
+		Time: time.Now().UTC(), DataContentType: "application/json", Data: raw}
+}
+
+func (r *rig) marshal(env *events.Envelope) []byte {
+	body, err := json.Marshal(env)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return body
 }
 
 // result waits for the first result of an event.

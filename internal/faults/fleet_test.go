@@ -1,0 +1,262 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/stack"
+	"github.com/kafkamender/kafkamender/internal/testenv"
+)
+
+// fleet is several worker processes serving both clusters of the stack, each under an
+// alias of its own, with the lock backends of deployments/local/worker.yaml: the
+// ZooKeeper-mode cluster keeps its lock in its ZooKeeper, reached through a proxy the test
+// can cut (the workers' view of "ZooKeeper is down"; the brokers keep theirs), the KRaft
+// cluster in NATS.
+type fleet struct {
+	t            *testing.T
+	local, kraft *rig
+	consumer     string
+	proxy        *testenv.ZKProxy
+}
+
+func newFleet(t *testing.T, env *testenv.Env) *fleet {
+	t.Helper()
+	f := &fleet{t: t, local: newRig(t, env, "local"), kraft: newRig(t, env, "kraft"),
+		consumer: testenv.Name(t, "fleet"), proxy: testenv.NewZKProxy(t)}
+	t.Cleanup(func() { testenv.DeleteConsumers(context.Background(), f.local.js, f.consumer) })
+	return f
+}
+
+func (f *fleet) config(name, httpAddr string) string {
+	lc, kc := f.local.env.Cluster(f.t, "local"), f.kraft.env.Cluster(f.t, "kraft")
+	return fmt.Sprintf(`worker:
+  id: %s
+log:
+  level: info
+  format: console
+http:
+  listen: %s
+nats:
+  url: %s
+  consumer: %s
+  subjects: [kafkamender.events.%s.>, kafkamender.events.%s.>]
+  ack_wait: 3s
+lock:
+  root: /kafkamender-test/faults
+  session_timeout: 3s
+  acquire_timeout: 2m
+  nats: {bucket: KAFKAMENDER_TEST_LOCKS, ttl: 3s}
+replication_factor:
+  foreign_wait: 10s
+clusters:
+  %s:
+    bootstrap_servers: [%s]
+    zookeeper: %s%s
+    strategy: auto
+  %s:
+    bootstrap_servers: [%s]
+    lock: {backend: nats}
+    strategy: auto
+`, name, httpAddr, stack.NATSURL, f.consumer, f.local.alias, f.kraft.alias,
+		f.local.alias, strings.Join(lc.Bootstrap(), ", "), f.proxy.Addr(), stack.KafkaChroot,
+		f.kraft.alias, strings.Join(kc.Bootstrap(), ", "))
+}
+
+// worker is a running worker of the fleet and its HTTP address.
+type fleetProc struct {
+	*proc
+	addr string
+}
+
+func (f *fleet) start(name string) *fleetProc {
+	f.t.Helper()
+	addr := freeAddr(f.t)
+	return &fleetProc{proc: startProc(f.t, name, f.config(name, addr)), addr: addr}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// ready reports the worker's /readyz status code.
+func (p *fleetProc) ready() (int, error) {
+	resp, err := http.Get("http://" + p.addr + "/readyz")
+	if err != nil {
+		return 0, err
+	}
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// published is an event published, with its stream sequence.
+type published struct {
+	id  string
+	seq uint64
+	ch  <-chan *events.Result
+}
+
+// publishSeq is rig.publish that also returns the stream sequence.
+func (r *rig) publishSeq(typ string, data map[string]any) published {
+	r.t.Helper()
+	ch := make(chan *events.Result, 8)
+	env := r.envelope(typ, data)
+	watch := testenv.WatchResults(r.t, r.nc, env.ID)
+	go func() {
+		for res := range watch {
+			ch <- res
+		}
+	}()
+	ack, err := r.js.Publish(r.t.Context(), events.Subject(r.alias, typ), r.marshal(env), jetstream.WithMsgID(env.ID))
+	if err != nil {
+		r.t.Error(err)
+		return published{}
+	}
+	testenv.CountEvent()
+	return published{id: env.ID, seq: ack.Sequence, ch: ch}
+}
+
+// Replication factor 3 then 2 for one topic, published back to back with three workers
+// running, ends at 2, every time: a cluster's events run in the order they were stored.
+// Both clusters at once: the other cluster's events do not wait for these.
+func TestFleetAppliesEventsInPublishOrder(t *testing.T) {
+	env := testenv.Get(t)
+	f := newFleet(t, env)
+	for _, name := range []string{"a", "b", "c"} {
+		f.start(name)
+	}
+	rigs := []*rig{f.local, f.kraft}
+	topics := map[*rig]string{}
+	for _, r := range rigs {
+		topics[r] = r.topic("order", [][]int32{{1, 2}, {2, 3}, {3, 1}}, 0, nil)
+	}
+	for round := range 3 {
+		// Both clusters' pairs are out at once: the clusters proceed in parallel.
+		pairs := map[*rig][2]published{}
+		for _, r := range rigs {
+			up := r.publishSeq(events.TypeReplicaChangeRequested, map[string]any{"topic": topics[r], "replication_factor": 3})
+			down := r.publishSeq(events.TypeReplicaChangeRequested, map[string]any{"topic": topics[r], "replication_factor": 2})
+			pairs[r] = [2]published{up, down}
+		}
+		for _, r := range rigs {
+			ru, rd := r.result(pairs[r][0].ch, 3*time.Minute), r.result(pairs[r][1].ch, 3*time.Minute)
+			if ru.Status != events.StatusSucceeded || rd.Status != events.StatusSucceeded {
+				t.Fatalf("%s round %d: RF 3 %s (%s), RF 2 %s (%s); want both succeeded", r.real, round, ru.Status, ru.Error, rd.Status, rd.Error)
+			}
+			if !rd.StartedAt.After(ru.FinishedAt) {
+				t.Errorf("%s round %d: RF 2 started at %s, before RF 3 finished at %s", r.real, round, rd.StartedAt, ru.FinishedAt)
+			}
+			for _, p := range r.partitions(topics[r]) {
+				if len(p.Replicas) != 2 {
+					t.Errorf("%s round %d: %s has replicas %v; want 2", r.real, round, p.TopicPartition, p.Replicas)
+				}
+			}
+		}
+	}
+	for _, r := range rigs {
+		r.noLeftovers([]string{topics[r]}, nil)
+	}
+}
+
+// Three workers, 200 events across both clusters published concurrently: per cluster, no
+// two operations overlap in time (from the results' start and finish times), every event
+// has exactly one result, and results finish in publish order.
+func TestFleetSerializesEachCluster(t *testing.T) {
+	env := testenv.Get(t)
+	f := newFleet(t, env)
+	for _, name := range []string{"a", "b", "c"} {
+		f.start(name)
+	}
+	const perCluster = 100
+	var wg sync.WaitGroup
+	got := map[*rig][]published{}
+	var mu sync.Mutex
+	for _, r := range []*rig{f.local, f.kraft} {
+		topic := r.topic("serial", [][]int32{{1, 2, 3}, {2, 3, 1}}, 0, nil)
+		wg.Go(func() {
+			var list []published
+			for i := range perCluster {
+				// Leadership of partition 0 goes round the brokers: every event changes it.
+				list = append(list, r.publishSeq(events.TypeReplicaChangeRequested,
+					map[string]any{"topic": topic, "partitions": []int{0}, "preferred_leader": 1 + (i+1)%3}))
+			}
+			mu.Lock()
+			got[r] = list
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	workers := map[string]int{}
+	for r, list := range got {
+		slices.SortFunc(list, func(a, b published) int { return int(a.seq) - int(b.seq) })
+		var prev *events.Result
+		for _, p := range list {
+			res := r.result(p.ch, 3*time.Minute)
+			stored := r.oneStored(p.id)
+			if stored.Status != events.StatusSucceeded || res.Status != stored.Status {
+				t.Fatalf("%s event %s: %s (%s)", r.real, p.id, stored.Status, stored.Error)
+			}
+			workers[stored.Worker]++
+			if prev != nil && !stored.StartedAt.After(prev.FinishedAt) {
+				t.Errorf("%s: %s started at %s, before %s (published before it) finished at %s", r.real, p.id,
+					stored.StartedAt.Format(time.StampMicro), prev.ID, prev.FinishedAt.Format(time.StampMicro))
+			}
+			prev = stored
+		}
+	}
+	t.Logf("results by worker: %v", workers)
+}
+
+// ZooKeeper down (for the workers): events for the KRaft cluster, whose lock is in NATS,
+// still succeed; events for the ZooKeeper-mode cluster wait, without using up deliveries,
+// and succeed once ZooKeeper is back.
+func TestZooKeeperDownStopsOnlyItsClusters(t *testing.T) {
+	env := testenv.Get(t)
+	f := newFleet(t, env)
+	a, b := f.start("a"), f.start("b")
+	ltopic := f.local.topic("zkdown", [][]int32{{1, 2, 3}}, 0, nil)
+	ktopic := f.kraft.topic("zkdown", [][]int32{{1, 2, 3}}, 0, nil)
+
+	f.proxy.Cut()
+	for _, p := range []*fleetProc{a, b} {
+		p.waitFor("not taking events of this cluster", 30*time.Second)
+	}
+	waiting := f.local.publishSeq(events.TypeReplicaChangeRequested, map[string]any{"topic": ltopic, "preferred_leader": 2})
+	for leader := range []int{2, 3} {
+		k := f.kraft.publishSeq(events.TypeReplicaChangeRequested, map[string]any{"topic": ktopic, "preferred_leader": 2 + leader})
+		if res := f.kraft.result(k.ch, 2*time.Minute); res.Status != events.StatusSucceeded {
+			t.Fatalf("kraft event with ZooKeeper down: %s (%s)", res.Status, res.Error)
+		}
+	}
+	select {
+	case res := <-waiting.ch:
+		t.Fatalf("local event answered while its lock's ZooKeeper is down: %s (%s)", res.Status, res.Error)
+	default:
+	}
+
+	f.proxy.Heal()
+	res := f.local.result(waiting.ch, 2*time.Minute)
+	if res.Status != events.StatusSucceeded || res.Attempt != 1 {
+		t.Fatalf("local event after ZooKeeper is back: %s (%s) on attempt %d; want succeeded on attempt 1", res.Status, res.Error, res.Attempt)
+	}
+	f.local.oneStored(waiting.id)
+	f.local.noLeftovers([]string{ltopic}, nil)
+	f.kraft.noLeftovers([]string{ktopic}, nil)
+}
