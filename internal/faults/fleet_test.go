@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -257,6 +258,124 @@ func TestZooKeeperDownStopsOnlyItsClusters(t *testing.T) {
 		t.Fatalf("local event after ZooKeeper is back: %s (%s) on attempt %d; want succeeded on attempt 1", res.Status, res.Error, res.Attempt)
 	}
 	f.local.oneStored(waiting.id)
+	f.local.noLeftovers([]string{ltopic}, nil)
+	f.kraft.noLeftovers([]string{ktopic}, nil)
+}
+
+// consumers returns when each of the fleet's durable consumers was created.
+func (f *fleet) consumers() map[string]time.Time {
+	f.t.Helper()
+	s, err := f.local.js.Stream(f.t.Context(), events.EventsStream)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	out := map[string]time.Time{}
+	infos := s.ListConsumers(f.t.Context())
+	for ci := range infos.Info() {
+		if strings.HasPrefix(ci.Name, f.consumer+"_") {
+			out[ci.Name] = ci.Created
+		}
+	}
+	if err := infos.Err(); err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+// waitReadyz waits until the worker's /readyz answers code.
+func (p *fleetProc) waitReadyz(code int, timeout time.Duration) {
+	p.t.Helper()
+	testenv.Eventually(p.t, timeout, func() error {
+		got, err := p.ready()
+		if err != nil {
+			return err
+		}
+		if got != code {
+			return fmt.Errorf("/readyz answers %d, want %d", got, code)
+		}
+		return nil
+	})
+}
+
+// storedWithin waits until a result of id is stored, and checks it is the only one.
+func (r *rig) storedWithin(id string, timeout time.Duration) *events.Result {
+	r.t.Helper()
+	subject := events.ResultSubject(id)
+	testenv.Eventually(r.t, timeout, func() error {
+		s, err := r.js.Stream(r.t.Context(), events.ResultsStream)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(r.t.Context(), jetstream.WithSubjectFilter(subject))
+		if err != nil {
+			return err
+		}
+		if info.State.Subjects[subject] == 0 {
+			return fmt.Errorf("no result of %s stored yet", id)
+		}
+		return nil
+	})
+	return r.oneStored(id)
+}
+
+// Dependency outages. NATS stopped while an event waits in the stream, then the KRaft
+// cluster's brokers all stopped for a minute with an event published meanwhile: the
+// worker reports not-ready on /readyz while either is down, reconnects by itself, keeps
+// its durable consumers (same creation time), and each event gets its one result, on its
+// first delivery (none is used up while a dependency is known down).
+func TestOutagesLoseNoEvent(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	f := newFleet(t, env)
+	a := f.start("a")
+	ltopic := f.local.topic("outage", [][]int32{{1, 2, 3}}, 0, nil)
+	ktopic := f.kraft.topic("outage", [][]int32{{1, 2, 3}}, 0, nil)
+	a.waitReadyz(http.StatusOK, time.Minute)
+	consumers := f.consumers()
+	if len(consumers) != 2 {
+		t.Fatalf("consumers %v; want one per cluster", consumers)
+	}
+
+	// An event held in the stream (its lock's ZooKeeper is unreachable) while NATS is down.
+	f.proxy.Cut()
+	a.waitFor("not taking events of this cluster", 30*time.Second)
+	held := f.local.publishSeq(events.TypeReplicaChangeRequested, map[string]any{"topic": ltopic, "preferred_leader": 2})
+	env.StopNATS(t)
+	a.waitReadyz(http.StatusServiceUnavailable, 30*time.Second)
+	env.StartNATS(t)
+	f.proxy.Heal()
+	if res := f.local.storedWithin(held.id, 2*time.Minute); res.Status != events.StatusSucceeded || res.Attempt != 1 {
+		t.Fatalf("event held across the NATS outage: %s (%s) on attempt %d; want succeeded on attempt 1", res.Status, res.Error, res.Attempt)
+	}
+	a.waitReadyz(http.StatusOK, time.Minute)
+
+	// The KRaft cluster down for a minute, an event published while it is.
+	env.StopCluster(t, "kraft")
+	stopped := time.Now()
+	a.waitReadyz(http.StatusServiceUnavailable, time.Minute)
+	// Once the worker says it takes no events of the cluster, it has no fetch out for it.
+	a.waitFor("kafka "+f.kraft.alias+" is down", time.Minute)
+	during := f.kraft.publishSeq(events.TypeReplicaChangeRequested, map[string]any{"topic": ktopic, "preferred_leader": 3})
+	for time.Since(stopped) < time.Minute {
+		if code, err := a.ready(); err != nil || code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz with every broker of kraft down: %d %v; want 503", code, err)
+		}
+		select {
+		case res := <-during.ch:
+			t.Fatalf("event answered while its cluster is down: %s (%s)", res.Status, res.Error)
+		case <-time.After(2 * time.Second):
+		}
+	}
+	env.StartCluster(t, "kraft")
+	if res := f.kraft.storedWithin(during.id, 3*time.Minute); res.Status != events.StatusSucceeded || res.Attempt != 1 {
+		t.Fatalf("event published while the cluster was down: %s (%s) on attempt %d; want succeeded on attempt 1", res.Status, res.Error, res.Attempt)
+	}
+	a.waitReadyz(http.StatusOK, time.Minute)
+	// The same durable consumers: created before the outages (the server restores the
+	// creation time with less precision after a restart).
+	after := f.consumers()
+	if !maps.EqualFunc(after, consumers, func(a, b time.Time) bool { return a.Sub(b).Abs() < time.Second }) {
+		t.Errorf("consumers before the outages %v, after %v; want the same durable consumers", consumers, after)
+	}
 	f.local.noLeftovers([]string{ltopic}, nil)
 	f.kraft.noLeftovers([]string{ktopic}, nil)
 }

@@ -335,7 +335,7 @@ func planned(res *events.Result, snap *kafka.Snapshot, p plan.Plan, waited time.
 type planFunc func(ctx context.Context) (*kafka.Snapshot, plan.Plan, error)
 
 // planUntilUnblocked plans, and plans again every 2s while the plan has partitions under
-// reassignment, for at most wait; the partitions still blocked then are the caller's to
+// reassignment (or offline), for at most wait; the partitions still blocked then are the caller's to
 // skip.
 func planUntilUnblocked(ctx context.Context, wait time.Duration, planOnce planFunc, log *zap.Logger) (*kafka.Snapshot, plan.Plan, error) {
 	end := time.Now().Add(wait)
@@ -344,7 +344,7 @@ func planUntilUnblocked(ctx context.Context, wait time.Duration, planOnce planFu
 		if err != nil || len(p.Blocked) == 0 || time.Now().After(end) {
 			return snap, p, err
 		}
-		log.Info("partitions under reassignment; waiting", zap.Int("partitions", len(p.Blocked)), zap.Stringer("first", p.Blocked[0]))
+		log.Info("partitions under reassignment or offline; waiting", zap.Int("partitions", len(p.Blocked)), zap.Stringer("first", p.Blocked[0]))
 		select {
 		case <-ctx.Done():
 			return nil, plan.Plan{}, context.Cause(ctx)
@@ -377,6 +377,11 @@ func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited t
 	var out []plan.Skip
 	for _, tp := range blocked {
 		p, _ := snap.Partition(tp)
+		if p.Leader < 0 && !p.Reassigning() {
+			out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipNoLeader, Reason: fmt.Sprintf(
+				"no leader (offline; replicas %v, isr %v), still after waiting %s", p.Replicas, p.ISR, waited)})
+			continue
+		}
 		out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
 			"under reassignment (adding %v, removing %v), still after waiting %s", p.Adding, p.Removing, waited)})
 	}

@@ -55,7 +55,8 @@ type Plan struct {
 	Noop []kafka.TopicPartition `json:"noop,omitempty"`
 	// Skipped lists partitions that cannot be changed now, with the reason.
 	Skipped []Skip `json:"skipped,omitempty"`
-	// Blocked lists partitions under reassignment: the caller waits and plans again.
+	// Blocked lists partitions under reassignment, or (preferred-leader changes) without a
+	// leader: the caller waits and plans again.
 	Blocked []kafka.TopicPartition `json:"blocked,omitempty"`
 }
 
@@ -106,7 +107,8 @@ type PreferredLeaderRequest struct {
 //     broker as a replica: the whole request is rejected;
 //   - the broker already heads the replicas and leads: noop;
 //   - the broker is not in the ISR: skipped (a preferred election would fail);
-//   - the partition is being reassigned: blocked (wait and plan again);
+//   - the partition is being reassigned, or has no leader (offline: its replicas are
+//     down, or the cluster is coming back): blocked (wait and plan again);
 //   - the broker heads the replicas but does not lead: an election only.
 func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error) {
 	if err, ok := s.Missing[req.Topic]; ok {
@@ -148,7 +150,7 @@ func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error
 		switch {
 		case p.Replicas[0] == req.Broker && p.Leader == req.Broker:
 			plan.Noop = append(plan.Noop, p.TopicPartition)
-		case p.Reassigning():
+		case p.Reassigning(), p.Leader < 0:
 			plan.Blocked = append(plan.Blocked, p.TopicPartition)
 		case !p.InSync(req.Broker):
 			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR), SkipNotInSync})

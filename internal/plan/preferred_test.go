@@ -71,6 +71,13 @@ func TestPreferredLeader(t *testing.T) {
 			skipped: []string{"0: broker 2 is not in the ISR [0 1]"},
 		},
 		{
+			// Offline (every replica down, or a cluster coming back): wait and plan again.
+			name:    "no leader is blocked",
+			snap:    snap(part(all, nil, -1)),
+			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
+			blocked: []kafka.TopicPartition{tp(0)},
+		},
+		{
 			name:    "under reassignment is blocked",
 			snap:    snap(reassigning),
 			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},

@@ -333,6 +333,63 @@ func (e *Env) ResumeBroker(t testing.TB, cluster string, id int32) {
 	}
 }
 
+// StopCluster stops every broker of a cluster gracefully, the controllers of a KRaft
+// cluster with them: the cluster is down. StartCluster brings it back.
+func (e *Env) StopCluster(t testing.TB, cluster string) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	c := e.Cluster(t, cluster)
+	CountFault()
+	for _, b := range c.Brokers {
+		if err := e.Stack.Stop(t.Context(), c.ServerName(b.ID)); err != nil {
+			t.Fatalf("stop %s: %v", c.ServerName(b.ID), err)
+		}
+	}
+}
+
+// StartCluster starts every broker of a cluster and waits until its metadata lists them all.
+func (e *Env) StartCluster(t testing.TB, cluster string) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	c := e.Cluster(t, cluster)
+	// Up starts every stopped server before it waits for any: a KRaft node answers only
+	// once a quorum of controllers runs.
+	if err := e.Stack.Up(t.Context()); err != nil {
+		t.Fatalf("start %s: %v", cluster, err)
+	}
+	cl := e.Kafka(t, cluster)
+	Eventually(t, 2*time.Minute, func() error {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Topics = []kmsg.MetadataRequestTopic{}
+		md, err := req.RequestWith(t.Context(), cl)
+		if err != nil {
+			return err
+		}
+		if len(md.Brokers) != len(c.Brokers) {
+			return fmt.Errorf("metadata of %s lists %d of %d brokers", cluster, len(md.Brokers), len(c.Brokers))
+		}
+		return nil
+	})
+}
+
+// StopNATS stops nats-server gracefully (JetStream data is kept); StartNATS starts it.
+func (e *Env) StopNATS(t testing.TB) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	CountFault()
+	if err := e.Stack.Stop(t.Context(), "nats"); err != nil {
+		t.Fatalf("stop nats: %v", err)
+	}
+}
+
+// StartNATS starts the nats-server StopNATS stopped.
+func (e *Env) StartNATS(t testing.TB) {
+	t.Helper()
+	if err := e.Stack.Start(t.Context(), "nats"); err != nil {
+		t.Fatalf("start nats: %v", err)
+	}
+}
+
 // RestartNATS stops nats-server gracefully and starts it again (JetStream data is kept).
 func (e *Env) RestartNATS(t testing.TB) {
 	t.Helper()

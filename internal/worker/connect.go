@@ -11,8 +11,8 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
@@ -130,7 +130,6 @@ func redactURLs(s string) string {
 type kafkaCluster struct {
 	cfg    *config.Cluster
 	client *kgo.Client
-	admin  *kadm.Client
 	zk     *zkConn // the cluster's own ZooKeeper; nil when not configured
 }
 
@@ -145,16 +144,24 @@ func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, err
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for cluster %s: %w", cl.Name, err)
 	}
-	return &kafkaCluster{cfg: cl, client: client, admin: kadm.NewClient(client)}, nil
+	return &kafkaCluster{cfg: cl, client: client}, nil
 }
 
-// probe asks the cluster for its brokers and controller.
+// probe asks the cluster for its brokers and controller, with a request of its own:
+// kadm's BrokerMetadata may answer from the client's metadata cache, which says nothing
+// about whether a broker answers now.
 func (kc *kafkaCluster) probe(ctx context.Context) (string, error) {
-	md, err := kc.admin.BrokerMetadata(ctx)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // no topics: brokers and controller only
+	md, err := req.RequestWith(ctx, kc.client)
 	if err != nil {
 		return "", fmt.Errorf("broker metadata: %w", err)
 	}
-	return fmt.Sprintf("cluster id %s, %d brokers, controller %d", md.Cluster, len(md.Brokers), md.Controller), nil
+	cluster := ""
+	if md.ClusterID != nil {
+		cluster = *md.ClusterID
+	}
+	return fmt.Sprintf("cluster id %s, %d brokers, controller %d", cluster, len(md.Brokers), md.ControllerID), nil
 }
 
 // zkConn is a ZooKeeper connection and its chroot, which the client library

@@ -6,7 +6,7 @@
 //
 //   - binds the HTTP listener (a busy port fails Run at once),
 //   - connects to NATS, to every configured Kafka cluster (a franz-go client
-//     and its kadm admin client), to each cluster's own ZooKeeper when one is
+//     and its admin requests), to each cluster's own ZooKeeper when one is
 //     configured, and to the ZooKeeper that holds kafkamender's locks,
 //   - probes every dependency at once and then every 10s, and
 //   - serves /healthz, /readyz and /metrics until its context is cancelled,

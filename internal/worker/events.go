@@ -102,7 +102,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		FilterSubjects: cfg.NATS.Subjects,
 		AckWait:        cfg.NATS.AckWait,
 		MaxAttempts:    cfg.NATS.MaxAttempts,
-		CanServe:       canLock(lockSessions),
+		CanServe:       w.canServe(lockSessions),
 		Logger:         w.logger,
 		Registerer:     w.registry,
 	})
@@ -130,20 +130,19 @@ func agreedAtStart(ctx context.Context, a *agreedBackend) error {
 	return nil
 }
 
-// canLock is the pipeline's CanServe: a worker without a session on the ZooKeeper that
-// holds a cluster's lock could take no lock, so each event of the cluster it took would
-// fail and use up a delivery; it leaves them to the workers that can. Clusters whose lock
-// lives elsewhere (NATS) go on.
-func canLock(sessions map[string]*locks.Session) func(cluster string) error {
+// canServe is the pipeline's CanServe. A worker without a session on the ZooKeeper that
+// holds a cluster's lock could take no lock, and one whose last probe found none of the
+// cluster's brokers could change nothing: each event of the cluster it took would fail
+// and use up a delivery, so it leaves them in the stream (to the workers that can, or
+// until it can again). Other clusters (a lock in NATS, brokers up) go on.
+func (w *Worker) canServe(sessions map[string]*locks.Session) func(cluster string) error {
 	return func(cluster string) error {
-		s := sessions[cluster]
-		if s == nil {
-			return nil
+		if s := sessions[cluster]; s != nil {
+			if _, err := s.Current(); err != nil {
+				return fmt.Errorf("cannot take the lock of cluster %s: %w", cluster, err)
+			}
 		}
-		if _, err := s.Current(); err != nil {
-			return fmt.Errorf("cannot take the lock of cluster %s: %w", cluster, err)
-		}
-		return nil
+		return w.health.down(kindKafka, cluster)
 	}
 }
 

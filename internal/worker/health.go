@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"fmt"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -112,6 +113,19 @@ func (h *health) set(d *dependency, detail string, err error) {
 	case err != nil:
 		h.logger.Debug("dependency still down", append(fields, zap.Error(err))...)
 	}
+}
+
+// down returns why the dependency kind/name is down, when its last check said so; nil
+// while it is up, or not checked yet.
+func (h *health) down(kind, name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range h.deps {
+		if d.kind == kind && d.name == name && d.checked && !d.up {
+			return fmt.Errorf("%s %s is down: %s", kind, name, d.lastErr)
+		}
+	}
+	return nil
 }
 
 // probeAll runs every probe concurrently, each bounded by timeout, and
