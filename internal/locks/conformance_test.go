@@ -275,7 +275,9 @@ func TestConformanceReleaseOnCancel(t *testing.T) {
 	})
 }
 
-// A holder that dies (no release, no renewal) frees its lock within a bound; it stops
+// A holder that dies (no release, no renewal) frees its lock within a bound (for
+// ZooKeeper: its session expires while it holds the lock; TestHolderSessionExpires expires
+// one on the server explicitly and checks the fencing of writes); it stops
 // counting on the lock (Err, Context) before another worker can take it: no write after
 // the loss.
 func TestConformanceTakeoverAfterHolderDies(t *testing.T) {
