@@ -164,11 +164,15 @@ func TestFleetAppliesEventsInPublishOrder(t *testing.T) {
 			if !rd.StartedAt.After(ru.FinishedAt) {
 				t.Errorf("%s round %d: RF 2 started at %s, before RF 3 finished at %s", r.real, round, rd.StartedAt, ru.FinishedAt)
 			}
-			for _, p := range r.partitions(topics[r]) {
-				if len(p.Replicas) != 2 {
-					t.Errorf("%s round %d: %s has replicas %v; want 2", r.real, round, p.TopicPartition, p.Replicas)
+			// Eventually: a ZooKeeper-mode broker's metadata may lag the controller's a moment.
+			testenv.Eventually(t, 30*time.Second, func() error {
+				for _, p := range r.partitions(topics[r]) {
+					if len(p.Replicas) != 2 {
+						return fmt.Errorf("%s round %d: %s has replicas %v; want 2", r.real, round, p.TopicPartition, p.Replicas)
+					}
 				}
-			}
+				return nil
+			})
 		}
 	}
 	for _, r := range rigs {

@@ -136,6 +136,15 @@ func (o *stormOutcome) check(f *fleet) {
 	for _, id := range []string{o.ids[1], o.ids[len(o.ids)/2], o.ids[len(o.ids)-1]} {
 		testenv.StoredResult(t, f.js, id) // exactly one stored
 	}
+	// Nothing left: the answered events are gone from the stream, and the cluster's
+	// consumer has nothing out and nothing waiting.
+	testenv.Eventually(t, 30*time.Second, func() error {
+		ci := f.consumerState()
+		if ci.NumPending != 0 || ci.NumAckPending != 0 {
+			return fmt.Errorf("consumer: %d waiting, %d out", ci.NumPending, ci.NumAckPending)
+		}
+		return nil
+	})
 }
 
 // An alert storm: many broker-overloaded alerts for one broker (distinct ids, as
