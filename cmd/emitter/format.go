@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 // writeResultTable prints a result for people: a summary, then the changes,
@@ -99,7 +97,7 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 	if len(r.Skipped) > 0 {
 		fmt.Fprintf(&b, "\nskipped: %d\n", len(r.Skipped))
 		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		codes := slices.ContainsFunc(r.Skipped, func(s plan.Skip) bool { return s.Code != "" })
+		codes := slices.ContainsFunc(r.Skipped, func(s events.Skip) bool { return s.Code != "" })
 		if codes {
 			fmt.Fprintln(tw, "PARTITION\tCODE\tREASON")
 		} else {
@@ -129,7 +127,7 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 // result: how many partitions change leader, and how many of them each broker
 // leads after, by broker id. A change that keeps its leader (the overloaded
 // broker headed the assigned replicas without leading) counts in neither.
-func leadersMoved(status events.Status, changes []plan.Change) string {
+func leadersMoved(status events.Status, changes []events.Change) string {
 	moved := 0
 	perBroker := map[int32]int{}
 	for _, c := range changes {
@@ -199,7 +197,7 @@ func leader(id int32) string {
 	return strconv.Itoa(int(id))
 }
 
-func partitionList(tps []kafka.TopicPartition) string {
+func partitionList(tps []events.TopicPartition) string {
 	names := make([]string, len(tps))
 	for i, tp := range tps {
 		names[i] = tp.String()

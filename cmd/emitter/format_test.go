@@ -10,14 +10,12 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-func tp(topic string, p int32) kafka.TopicPartition {
-	return kafka.TopicPartition{Topic: topic, Partition: p}
+func tp(topic string, p int32) events.TopicPartition {
+	return events.TopicPartition{Topic: topic, Partition: p}
 }
 
 var started = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
@@ -28,33 +26,33 @@ var sampleResults = map[string]events.Result{
 		ID: "a1b2", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusSucceeded,
 		Strategy: "api", Attempt: 1, Worker: "host-1234",
 		StartedAt: started, FinishedAt: started.Add(2345678 * time.Microsecond),
-		Changes: []plan.Change{
+		Changes: []events.Change{
 			{TopicPartition: tp("orders", 1), ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{2, 1, 3}, LeaderBefore: 1, LeaderAfter: 2},
 			{TopicPartition: tp("orders", 12), ReplicasBefore: []int32{3, 4, 2}, ReplicasAfter: []int32{2, 4, 3}, LeaderBefore: 3, LeaderAfter: 2},
 			{TopicPartition: tp("orders", 7), ReplicasBefore: []int32{2, 4}, ReplicasAfter: []int32{2, 4}, LeaderBefore: -1, LeaderAfter: 2},
 		},
-		Skipped: []plan.Skip{{TopicPartition: tp("orders", 4), Reason: "broker 2 is not in the in-sync replicas"}},
-		Noop:    []kafka.TopicPartition{tp("orders", 0), tp("orders", 3)},
+		Skipped: []events.Skip{{TopicPartition: tp("orders", 4), Reason: "broker 2 is not in the in-sync replicas"}},
+		Noop:    []events.TopicPartition{tp("orders", 0), tp("orders", 3)},
 		Reason:  "broker 1 is hot",
 	},
 	"result-rejected": {
 		ID: "bad-1", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusRejected,
 		Error:   "data.topic: required\ndata.strategy: unknown strategy \"x\" (want auto, api, zk-reassign or zk-nudge)",
 		Attempt: 1, Worker: "host-1234", StartedAt: started, FinishedAt: started.Add(3 * time.Millisecond),
-		Changes: []plan.Change{}, Skipped: []plan.Skip{},
+		Changes: []events.Change{}, Skipped: []events.Skip{},
 	},
 	"result-planned-replayed": {
 		ID: "plan-7", Type: events.TypeReplicaChangeRequested, Cluster: "kraft", Status: events.StatusPlanned,
 		Strategy: "zk-nudge", Attempt: 2, Worker: "host-9", ControllerFailover: true,
 		StartedAt: started, FinishedAt: started.Add(90 * time.Second), Replayed: true,
-		Changes: []plan.Change{
+		Changes: []events.Change{
 			{TopicPartition: tp("payments.v2", 0), ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{3, 2, 1}, LeaderBefore: 1, LeaderAfter: 3},
 		},
 	},
 	"result-failed": {
 		ID: "f-3", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusFailed,
 		Error: "gave up after 10 attempts: not controller", Strategy: "zk-reassign", Attempt: 10,
-		Changes: []plan.Change{
+		Changes: []events.Change{
 			{TopicPartition: tp("t", 0), ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}, LeaderBefore: 1, LeaderAfter: 1},
 		},
 	},

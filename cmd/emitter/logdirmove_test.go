@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 func TestParseLogDirFlags(t *testing.T) {
@@ -65,7 +63,7 @@ func TestLogDirResultTable(t *testing.T) {
 	b := int32(1)
 	r := &events.Result{ID: "x", Type: events.TypeLogDirMoveRequested, Cluster: "local", Status: events.StatusPlanned,
 		Note: "Broker 1: /a holds 10.0 MiB and /b holds 0 B; moving 1 replicas (5.0 MiB) leaves 5.0 MiB and 5.0 MiB, within the tolerance (1.0 MiB).",
-		Changes: []plan.Change{{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 3}, Broker: &b, DirBefore: "/a", DirAfter: "/b", Bytes: 5 << 20,
+		Changes: []events.Change{{TopicPartition: events.TopicPartition{Topic: "orders", Partition: 3}, Broker: &b, DirBefore: "/a", DirAfter: "/b", Bytes: 5 << 20,
 			ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{1, 2}, LeaderBefore: 1, LeaderAfter: 1}}}
 	var out bytes.Buffer
 	if err := writeResultTable(&out, r, false); err != nil {
@@ -87,8 +85,8 @@ func TestLogDirWait(t *testing.T) {
 	startFakeWorker(t, nc, js, events.Subject("local", events.TypeLogDirMoveRequested), 0, func(ev *events.Event) events.Result {
 		p := ev.Payload.(*events.LogDirMove)
 		_ = nc.Publish(events.ProgressSubject(ev.ID), progressJSON(0, 1, 10*mib, 40*mib, 1, 1))
-		return events.Result{Status: events.StatusSucceeded, Strategy: "api", Changes: []plan.Change{{
-			TopicPartition: kafka.TopicPartition{Topic: p.Topic, Partition: *p.Partition}, Broker: p.Broker,
+		return events.Result{Status: events.StatusSucceeded, Strategy: "api", Changes: []events.Change{{
+			TopicPartition: events.TopicPartition{Topic: p.Topic, Partition: *p.Partition}, Broker: p.Broker,
 			DirBefore: "/data1", DirAfter: p.ToDir, Bytes: 40 * mib}}}
 	})
 	e, stdout, stderr := testEnv(nil)

@@ -15,8 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 // workerStreams are the streams as a worker sets them up (internal/pipeline,
@@ -239,12 +237,12 @@ func answerPreferred(ev *events.Event) events.Result {
 		res.Error = "not controller"
 	}
 	for _, part := range parts {
-		res.Changes = append(res.Changes, plan.Change{
-			TopicPartition: kafka.TopicPartition{Topic: p.Topic, Partition: part},
+		res.Changes = append(res.Changes, events.Change{
+			TopicPartition: events.TopicPartition{Topic: p.Topic, Partition: part},
 			ReplicasBefore: []int32{1, *p.PreferredLeader}, ReplicasAfter: []int32{*p.PreferredLeader, 1},
 			LeaderBefore: 1, LeaderAfter: *p.PreferredLeader,
 		})
 	}
-	res.Skipped = []plan.Skip{}
+	res.Skipped = []events.Skip{}
 	return res
 }

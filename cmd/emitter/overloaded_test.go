@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -197,13 +196,13 @@ func overloadedResult() events.Result {
 		Strategy: "api", Attempt: 1, Worker: "host-1234",
 		StartedAt: started, FinishedAt: started.Add(8765 * time.Millisecond),
 		Reason: "alert BrokerLeaderSkew fired for broker 1",
-		Skipped: []plan.Skip{
+		Skipped: []events.Skip{
 			{TopicPartition: tp("logs", 0), Reason: "no live in-sync replica other than broker 1 (isr [1])", Code: plan.SkipNoCandidate},
 			{TopicPartition: tp("logs", 3), Reason: "under reassignment (adding [4], removing [1])", Code: plan.SkipReassigning},
 			{TopicPartition: tp("payments", 50), Reason: "beyond max_partitions 150", Code: plan.SkipCapped},
 			{TopicPartition: tp("payments", 51), Reason: "an older worker's skip,\nwithout a code"},
 		},
-		Noop: []kafka.TopicPartition{tp("audit", 0)},
+		Noop: []events.TopicPartition{tp("audit", 0)},
 	}
 	for i := range 150 {
 		p := tp("orders", int32(i))
@@ -211,7 +210,7 @@ func overloadedResult() events.Result {
 			p = tp("payments", int32(i-100))
 		}
 		to, other := int32(2+i%4), int32(2+(i+1)%4)
-		c := plan.Change{TopicPartition: p, ReplicasBefore: []int32{1, to, other}, ReplicasAfter: []int32{to, other, 1},
+		c := events.Change{TopicPartition: p, ReplicasBefore: []int32{1, to, other}, ReplicasAfter: []int32{to, other, 1},
 			LeaderBefore: 1, LeaderAfter: to}
 		if i == 7 {
 			c.LeaderBefore = to
@@ -247,22 +246,22 @@ func TestOverloadedResultTable(t *testing.T) {
 }
 
 func TestLeadersMovedLine(t *testing.T) {
-	ch := func(before, after int32) plan.Change {
-		return plan.Change{TopicPartition: tp("t", 0), LeaderBefore: before, LeaderAfter: after}
+	ch := func(before, after int32) events.Change {
+		return events.Change{TopicPartition: tp("t", 0), LeaderBefore: before, LeaderAfter: after}
 	}
 	for _, tt := range []struct {
 		name    string
 		status  events.Status
-		changes []plan.Change
+		changes []events.Change
 		want    string
 	}{
-		{"by broker id, numerically", events.StatusSucceeded, []plan.Change{ch(1, 10), ch(1, 2), ch(1, 10), ch(-1, 3)},
+		{"by broker id, numerically", events.StatusSucceeded, []events.Change{ch(1, 10), ch(1, 2), ch(1, 10), ch(-1, 3)},
 			"leaders moved: 4; per broker after: 2=1 3=1 10=2\n"},
-		{"a dry run plans", events.StatusPlanned, []plan.Change{ch(1, 2)},
+		{"a dry run plans", events.StatusPlanned, []events.Change{ch(1, 2)},
 			"leaders to move: 1; per broker after: 2=1\n"},
-		{"reorders only", events.StatusSucceeded, []plan.Change{ch(2, 2), ch(3, 3)},
+		{"reorders only", events.StatusSucceeded, []events.Change{ch(2, 2), ch(3, 3)},
 			"leaders moved: 0\n"},
-		{"no leader after is no move", events.StatusFailed, []plan.Change{ch(1, -1), ch(1, 4)},
+		{"no leader after is no move", events.StatusFailed, []events.Change{ch(1, -1), ch(1, 4)},
 			"leaders moved: 1; per broker after: 4=1\n"},
 	} {
 		if got := leadersMoved(tt.status, tt.changes); got != tt.want {
@@ -276,7 +275,7 @@ func TestLeadersMovedLine(t *testing.T) {
 // partitions have codes.
 func TestResultTableOnlyOverloadedSummary(t *testing.T) {
 	res := sampleResults["result-succeeded"] // replica-change-requested
-	res.Skipped = []plan.Skip{{TopicPartition: tp("orders", 4), Reason: "broker 2 is not in the ISR [1 3]", Code: plan.SkipNotInSync}}
+	res.Skipped = []events.Skip{{TopicPartition: tp("orders", 4), Reason: "broker 2 is not in the ISR [1 3]", Code: plan.SkipNotInSync}}
 	var b bytes.Buffer
 	if err := writeResultTable(&b, &res, false); err != nil {
 		t.Fatal(err)
@@ -311,14 +310,14 @@ func answerOverloaded(ev *events.Event) events.Result {
 	if s, ok := strings.CutPrefix(p.Reason, "status:"); ok {
 		status = events.Status(s)
 	}
-	res := events.Result{Status: status, Strategy: "api", Reason: p.Reason, Skipped: []plan.Skip{}}
+	res := events.Result{Status: status, Strategy: "api", Reason: p.Reason, Skipped: []events.Skip{}}
 	if status == events.StatusFailed {
 		res.Error = "not controller"
 	}
 	b := *p.Broker
 	for i, to := range []int32{b + 1, b + 2, b + 1} {
-		res.Changes = append(res.Changes, plan.Change{
-			TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: int32(i)},
+		res.Changes = append(res.Changes, events.Change{
+			TopicPartition: events.TopicPartition{Topic: "orders", Partition: int32(i)},
 			ReplicasBefore: []int32{b, to}, ReplicasAfter: []int32{to, b}, LeaderBefore: b, LeaderAfter: to,
 		})
 	}

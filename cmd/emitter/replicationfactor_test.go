@@ -9,8 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -234,8 +232,8 @@ func TestRFWait(t *testing.T) {
 		}
 		res := events.Result{Status: events.StatusSucceeded, Strategy: "api", Reason: p.Reason}
 		for _, part := range p.Partitions {
-			res.Changes = append(res.Changes, plan.Change{
-				TopicPartition: kafka.TopicPartition{Topic: p.Topic, Partition: part},
+			res.Changes = append(res.Changes, events.Change{
+				TopicPartition: events.TopicPartition{Topic: p.Topic, Partition: part},
 				ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{1, 2, 3}, LeaderBefore: 1, LeaderAfter: 1,
 			})
 		}

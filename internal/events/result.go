@@ -3,9 +3,6 @@ package events
 import (
 	"strings"
 	"time"
-
-	"github.com/kafkamender/kafkamender/internal/kafka"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 // Subjects and streams of results and progress.
@@ -41,22 +38,22 @@ func (s Status) OK() bool { return s == StatusSucceeded || s == StatusNoop || s 
 // Result is what a worker publishes for every event (DESIGN.md, "Event contract"). The
 // fields up to Skipped are the documented format; the others are optional additions.
 type Result struct {
-	ID                 string        `json:"id"`
-	Type               string        `json:"type"`
-	Cluster            string        `json:"cluster"`
-	Status             Status        `json:"status"`
-	Error              string        `json:"error"`
-	Strategy           string        `json:"strategy"`
-	Attempt            int           `json:"attempt"`
-	Worker             string        `json:"worker"`
-	StartedAt          time.Time     `json:"started_at"`
-	FinishedAt         time.Time     `json:"finished_at"`
-	ControllerFailover bool          `json:"controller_failover"`
-	Changes            []plan.Change `json:"changes"`
-	Skipped            []plan.Skip   `json:"skipped"`
+	ID                 string    `json:"id"`
+	Type               string    `json:"type"`
+	Cluster            string    `json:"cluster"`
+	Status             Status    `json:"status"`
+	Error              string    `json:"error"`
+	Strategy           string    `json:"strategy"`
+	Attempt            int       `json:"attempt"`
+	Worker             string    `json:"worker"`
+	StartedAt          time.Time `json:"started_at"`
+	FinishedAt         time.Time `json:"finished_at"`
+	ControllerFailover bool      `json:"controller_failover"`
+	Changes            []Change  `json:"changes"`
+	Skipped            []Skip    `json:"skipped"`
 
 	// Noop lists partitions that were already as asked.
-	Noop []kafka.TopicPartition `json:"noop,omitempty"`
+	Noop []TopicPartition `json:"noop,omitempty"`
 	// Reason echoes the request's reason, for the audit trail.
 	Reason string `json:"reason,omitempty"`
 	// Note explains a result in words, e.g. why an alert within its cool-down was a noop.
@@ -68,7 +65,7 @@ type Result struct {
 	Replayed bool `json:"replayed,omitempty"`
 	// ThrottlesKept lists throttle configs the operation had set that someone else changed
 	// while it ran: left with their value, not restored.
-	ThrottlesKept []kafka.KeptThrottle `json:"throttles_kept,omitempty"`
+	ThrottlesKept []KeptThrottle `json:"throttles_kept,omitempty"`
 }
 
 // AddNote appends a sentence to Note.

@@ -183,6 +183,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 		}
 		skip := plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified, Reason: fmt.Sprintf(
 			"after the change: replicas %v, leader %d (wanted %v led by %d)", p.Replicas, p.Leader, ch.ReplicasAfter, ch.LeaderAfter)}
+
 		if e := electErrs[ch.TopicPartition]; e != nil {
 			skip.Code = plan.SkipElectionFailed
 			switch {

@@ -279,8 +279,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		if skipped[ch.TopicPartition] {
 			continue
 		}
-		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified,
-			Reason: fmt.Sprintf("after the change: replicas %v (wanted %v)", p.Replicas, ch.ReplicasAfter)})
+		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified, Reason: fmt.Sprintf("after the change: replicas %v (wanted %v)", p.Replicas, ch.ReplicasAfter)})
 	}
 	settle(res, verified)
 	return nil

@@ -74,7 +74,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestClassifyEach(t *testing.T) {
-	a, b := TopicPartition{"t", 0}, TopicPartition{"t", 1}
+	a, b := TopicPartition{Topic: "t", Partition: 0}, TopicPartition{Topic: "t", Partition: 1}
 	m := classifyEach(map[TopicPartition]error{a: fmt.Errorf("elect t-0: %w", kerr.NotLeaderForPartition), b: nil})
 	if !isMarked(m[a]) || m[b] != nil {
 		t.Errorf("classifyEach = %v", m)

@@ -10,15 +10,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafkamender/kafkamender/internal/events"
 )
 
-// TopicPartition names one partition.
-type TopicPartition struct {
-	Topic     string `json:"topic"`
-	Partition int32  `json:"partition"`
-}
-
-func (tp TopicPartition) String() string { return fmt.Sprintf("%s-%d", tp.Topic, tp.Partition) }
+// TopicPartition names one partition (package events: it is part of the result format).
+type TopicPartition = events.TopicPartition
 
 // SortTopicPartitions sorts by topic, then partition.
 func SortTopicPartitions(tps []TopicPartition) {
@@ -141,7 +138,7 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (_ *Sna
 				return nil, fmt.Errorf("metadata of %s-%d: %w", name, pd.Partition, err)
 			}
 			ps[pd.Partition] = Partition{
-				TopicPartition: TopicPartition{name, pd.Partition},
+				TopicPartition: TopicPartition{Topic: name, Partition: pd.Partition},
 				Replicas:       slices.Clone(pd.Replicas), ISR: slices.Clone(pd.ISR), Offline: slices.Clone(pd.OfflineReplicas),
 				Leader: pd.Leader, LeaderEpoch: pd.LeaderEpoch,
 			}
@@ -259,7 +256,7 @@ func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (_ 
 	out := map[TopicPartition]Reassignment{}
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			out[TopicPartition{t.Topic, p.Partition}] = Reassignment{Replicas: p.Replicas, Adding: p.AddingReplicas, Removing: p.RemovingReplicas}
+			out[TopicPartition{Topic: t.Topic, Partition: p.Partition}] = Reassignment{Replicas: p.Replicas, Adding: p.AddingReplicas, Removing: p.RemovingReplicas}
 		}
 	}
 	return out, nil

@@ -18,6 +18,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/retry"
+
+	"github.com/kafkamender/kafkamender/internal/events"
 )
 
 // Replication throttle configs (KAFKA.md, "Throttling a reassignment").
@@ -47,25 +49,13 @@ type ThrottleSpec struct {
 	Followers map[int32][]int32
 }
 
-// ThrottleKey is one dynamic config that a throttle sets. It is plain data: the caller
-// writes the keys of a plan to its durable journal before ApplyThrottles, so that a worker
-// that dies mid-copy can still restore them (KAFKA.md, "Crash safety").
-type ThrottleKey struct {
-	Entity string  `json:"entity"` // "broker" or "topic"
-	Name   string  `json:"name"`   // broker id ("3") or topic name
-	Key    string  `json:"key"`    // e.g. leader.replication.throttled.rate
-	Before *string `json:"before"` // the dynamic value before we set ours; nil: none was set
-	Ours   string  `json:"ours"`   // the value we set
-}
-
-func (k ThrottleKey) String() string { return fmt.Sprintf("%s %s %s", k.Entity, k.Name, k.Key) }
-
-// KeptThrottle is a key found holding someone else's value (neither Before nor Ours when
-// applying; not Ours when restoring): left as it was.
-type KeptThrottle struct {
-	ThrottleKey
-	Current *string `json:"current"` // what it held when we looked; nil: unset
-}
+// ThrottleKey is one dynamic config that a throttle sets, and KeptThrottle one found
+// holding someone else's value (package events: they are part of the result format and
+// of the journal; KAFKA.md, "Crash safety").
+type (
+	ThrottleKey  = events.ThrottleKey
+	KeptThrottle = events.KeptThrottle
+)
 
 // settleTimeout bounds how long ApplyThrottles and RestoreThrottles wait for the brokers
 // to show what they wrote.
@@ -210,7 +200,7 @@ func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, re
 	}
 	refs := make([]configRef, len(keys))
 	for i, k := range keys {
-		refs[i] = k.ref()
+		refs[i] = refOf(k)
 	}
 	cur, err := readDynamic(ctx, cl, refs, -1)
 	if err != nil {
@@ -227,7 +217,7 @@ func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, re
 			}
 			return nil, fmt.Errorf("%s: topic %s: %w", what, k.Name, kerr.UnknownTopicOrPartition)
 		}
-		c := cur.values[k.ref()]
+		c := cur.values[refOf(k)]
 		ours := &k.Ours
 		switch {
 		case sameValue(k.Key, k.Before, ours):
@@ -235,9 +225,9 @@ func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, re
 		case !restore && sameValue(k.Key, c, ours):
 			// Set already (a second call).
 		case !restore && sameValue(k.Key, c, k.Before):
-			writes = append(writes, configWrite{ref: k.ref(), value: ours, prev: c})
+			writes = append(writes, configWrite{ref: refOf(k), value: ours, prev: c})
 		case restore && sameValue(k.Key, c, ours):
-			writes = append(writes, configWrite{ref: k.ref(), value: k.Before, prev: c})
+			writes = append(writes, configWrite{ref: refOf(k), value: k.Before, prev: c})
 		case restore && sameValue(k.Key, c, k.Before):
 			// Restored already.
 		default:
@@ -250,7 +240,7 @@ func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, re
 	return kept, nil
 }
 
-func (k ThrottleKey) ref() configRef { return configRef{k.Entity, k.Name, k.Key} }
+func refOf(k ThrottleKey) configRef { return configRef{k.Entity, k.Name, k.Key} }
 
 // checkThrottleKeys rejects keys that cannot be from PlanThrottles (a damaged journal)
 // before anything is written.
@@ -272,10 +262,10 @@ func checkThrottleKeys(keys []ThrottleKey) error {
 		if k.Key == "" {
 			return fmt.Errorf("key %s: no config name", k)
 		}
-		if seen[k.ref()] {
+		if seen[refOf(k)] {
 			return fmt.Errorf("key %s is listed twice", k)
 		}
-		seen[k.ref()] = true
+		seen[refOf(k)] = true
 	}
 	return nil
 }

@@ -4,39 +4,16 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 )
 
-// Change is one partition's planned (or made) change of assigned replicas and leader.
-type Change struct {
-	kafka.TopicPartition
-	ReplicasBefore []int32 `json:"replicas_before"`
-	ReplicasAfter  []int32 `json:"replicas_after"`
-	LeaderBefore   int32   `json:"leader_before"`
-	LeaderAfter    int32   `json:"leader_after"`
-
-	// Log-dir moves (logdir-move-requested) only: the replica of Broker moves from the log
-	// directory DirBefore to DirAfter; Bytes is its size when planned. The replica list
-	// and the leader do not change.
-	Broker    *int32 `json:"broker,omitempty"`
-	DirBefore string `json:"dir_before,omitempty"`
-	DirAfter  string `json:"dir_after,omitempty"`
-	Bytes     int64  `json:"bytes,omitempty"`
-}
-
-// Reordered reports whether the change reorders the replicas (else it only elects).
-func (c Change) Reordered() bool { return !slices.Equal(c.ReplicasBefore, c.ReplicasAfter) }
-
-// Skip is a partition left alone, with the reason.
-type Skip struct {
-	kafka.TopicPartition
-	Reason string `json:"reason"`
-	// Code classifies the reason (for metrics and scripts).
-	Code SkipCode `json:"code,omitempty"`
-}
-
-// SkipCode classifies why a partition was left alone.
-type SkipCode string
+// Change, Skip and SkipCode are the result's types (package events, the wire contract).
+type (
+	Change   = events.Change
+	Skip     = events.Skip
+	SkipCode = events.SkipCode
+)
 
 const (
 	SkipNotReplica     SkipCode = "not_a_replica"
@@ -143,7 +120,7 @@ func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error
 			if named {
 				return Plan{}, reject("broker %d is not a replica of %s (replicas %v)", req.Broker, p.TopicPartition, p.Replicas)
 			}
-			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not a replica (replicas %v)", req.Broker, p.Replicas), SkipNotReplica})
+			plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("broker %d is not a replica (replicas %v)", req.Broker, p.Replicas), Code: SkipNotReplica})
 			continue
 		}
 		relevant++
@@ -153,7 +130,7 @@ func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error
 		case p.Reassigning(), p.Leader < 0:
 			plan.Blocked = append(plan.Blocked, p.TopicPartition)
 		case !p.InSync(req.Broker):
-			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR), SkipNotInSync})
+			plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR), Code: SkipNotInSync})
 		default:
 			after := slices.Clone(p.Replicas)
 			i := slices.Index(after, req.Broker)

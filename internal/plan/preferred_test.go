@@ -24,7 +24,9 @@ func part(replicas, isr []int32, leader int32) kafka.Partition {
 	return kafka.Partition{Replicas: replicas, ISR: isr, Leader: leader}
 }
 
-func tp(p int32) kafka.TopicPartition { return kafka.TopicPartition{Topic: "t", Partition: p} }
+func tp(p int32) kafka.TopicPartition {
+	return kafka.TopicPartition{Topic: "t", Partition: p}
+}
 
 func TestPreferredLeader(t *testing.T) {
 	all := []int32{0, 1, 2}

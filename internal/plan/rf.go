@@ -120,8 +120,7 @@ func ReplicationFactor(s *kafka.Snapshot, req RFRequest) (Plan, error) {
 		case r == factor:
 			plan.Noop = append(plan.Noop, p.TopicPartition)
 		case p.Leader < 0:
-			plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition,
-				fmt.Sprintf("no leader: cannot change from %d to %d replicas (replicas %v, isr %v)", r, factor, p.Replicas, p.ISR), SkipNoLeader})
+			plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("no leader: cannot change from %d to %d replicas (replicas %v, isr %v)", r, factor, p.Replicas, p.ISR), Code: SkipNoLeader})
 		case r > factor:
 			after[k] = c.trim(p, r-factor)
 		default:

@@ -124,8 +124,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 				if req.WaitBlocked {
 					plan.Blocked = append(plan.Blocked, p.TopicPartition)
 				} else {
-					plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition,
-						fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing), SkipReassigning})
+					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing), Code: SkipReassigning})
 				}
 				continue
 			}
@@ -150,7 +149,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 				if len(notLive) > 0 {
 					reason = fmt.Sprintf("no live in-sync replica other than broker %d (isr %v; not live: %v)", b, p.ISR, notLive)
 				}
-				plan.Skipped = append(plan.Skipped, Skip{p.TopicPartition, reason, SkipNoCandidate})
+				plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: reason, Code: SkipNoCandidate})
 				continue
 			}
 			slices.Sort(c)
@@ -179,7 +178,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 	}
 	if req.MaxPartitions > 0 && len(items) > req.MaxPartitions {
 		for _, it := range items[req.MaxPartitions:] {
-			plan.Skipped = append(plan.Skipped, Skip{it.p.TopicPartition, fmt.Sprintf("beyond max_partitions %d", req.MaxPartitions), SkipCapped})
+			plan.Skipped = append(plan.Skipped, Skip{TopicPartition: it.p.TopicPartition, Reason: fmt.Sprintf("beyond max_partitions %d", req.MaxPartitions), Code: SkipCapped})
 		}
 		items = items[:req.MaxPartitions]
 	}
