@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -28,6 +29,34 @@ type Config struct {
 	ReplicationFactor ReplicationFactor `yaml:"replication_factor"`
 	// LogDir tunes log-dir moves (logdir-move-requested).
 	LogDir LogDir `yaml:"logdir"`
+	// Alertmanager maps Alertmanager webhook notifications (POST /v1/alertmanager on the
+	// HTTP listener) to events.
+	Alertmanager Alertmanager `yaml:"alertmanager"`
+}
+
+// Alertmanager maps firing Alertmanager alerts to events.
+type Alertmanager struct {
+	// MaxBytes bounds a webhook payload; a bigger one gets HTTP 413. Default 1 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+	// Source is the CloudEvents source of the events published. Default "alertmanager".
+	Source string `yaml:"source"`
+	// Rules are tried in order; the first that matches a firing alert makes its event.
+	Rules []AlertRule `yaml:"rules"`
+}
+
+// AlertRule turns a firing alert into an event.
+type AlertRule struct {
+	// Alertname is the alertname label the rule matches (required).
+	Alertname string `yaml:"alertname"`
+	// Labels are further labels the alert must have, with these values.
+	Labels map[string]string `yaml:"labels"`
+	// Type is the event type made (required).
+	Type string `yaml:"type"`
+	// ClusterLabel is the label that names the cluster. Default "cluster".
+	ClusterLabel string `yaml:"cluster_label"`
+	// Fields maps event data fields to the labels their values come from, e.g.
+	// broker: broker_id. A list field takes a comma-separated label value.
+	Fields map[string]string `yaml:"fields"`
 }
 
 // LogDir tunes moves of replicas between the log directories (disks) of a broker.
@@ -291,6 +320,17 @@ func (c *Config) NeedsLockZooKeeper() bool {
 func validLockBackend(b LockBackend) bool { return b == LockZooKeeper || b == LockNATS }
 
 func (c *Config) setDefaults() {
+	if c.Alertmanager.MaxBytes == 0 {
+		c.Alertmanager.MaxBytes = 1 << 20
+	}
+	if c.Alertmanager.Source == "" {
+		c.Alertmanager.Source = "alertmanager"
+	}
+	for i := range c.Alertmanager.Rules {
+		if c.Alertmanager.Rules[i].ClusterLabel == "" {
+			c.Alertmanager.Rules[i].ClusterLabel = "cluster"
+		}
+	}
 	if c.Worker.ID == "" {
 		c.Worker.ID = defaultWorkerID()
 	}
@@ -410,6 +450,7 @@ func (c *Config) Validate() error {
 	if t := c.LogDir.Tolerance; t != nil && (*t < 0 || *t >= 1) {
 		p.add("logdir.tolerance", fmt.Errorf("%g: must be at least 0 and less than 1", *t))
 	}
+	c.Alertmanager.validate(&p)
 	if c.BrokerOverloaded.CoolDown < 0 {
 		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))
 	}
@@ -636,4 +677,40 @@ func validConsumerName(s string) bool {
 		}
 	}
 	return true
+}
+
+func (a *Alertmanager) validate(p *problems) {
+	if a.MaxBytes < 0 {
+		p.add("alertmanager.max_bytes", fmt.Errorf("%d: must not be negative", a.MaxBytes))
+	}
+	for i, r := range a.Rules {
+		path := fmt.Sprintf("alertmanager.rules[%d]", i)
+		if r.Alertname == "" {
+			p.add(path+".alertname", errors.New("required"))
+		}
+		if !events.KnownType(r.Type) {
+			p.add(path+".type", fmt.Errorf("%q: want one of %s", r.Type, strings.Join(eventTypeNames(), ", ")))
+			continue
+		}
+		for _, field := range slices.Sorted(maps.Keys(r.Fields)) {
+			if field == "cluster" {
+				p.add(path+".fields.cluster", fmt.Errorf("the cluster comes from cluster_label (%q)", r.ClusterLabel))
+				continue
+			}
+			if _, ok := events.DataField(r.Type, field); !ok {
+				p.add(path+".fields."+field, fmt.Errorf("%s events have no data field %q", r.Type, field))
+			}
+			if r.Fields[field] == "" {
+				p.add(path+".fields."+field, errors.New("names no label"))
+			}
+		}
+	}
+}
+
+func eventTypeNames() []string {
+	var out []string
+	for _, t := range events.Types() {
+		out = append(out, t.Name)
+	}
+	return out
 }

@@ -21,6 +21,7 @@ func TestLoadValidExample(t *testing.T) {
 		HTTP:             HTTP{Listen: "127.0.0.1:8080"},
 		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
+		Alertmanager:     Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager"},
 		Lock: Lock{
 			Backend:        LockZooKeeper,
 			ZooKeeper:      "127.0.0.1:2181",
@@ -424,6 +425,25 @@ clusters:
     strategy: zk-nudge
 `,
 			want: []string{"clusters.local.zookeeper: required by strategy zk-nudge"},
+		},
+		{
+			name: "alertmanager rules",
+			yaml: base + oneCluster + `alertmanager:
+  max_bytes: -1
+  rules:
+    - type: broker-overloaded
+      fields: {broker: broker_id, cluster: c, brokr: b, topics: ""}
+    - alertname: X
+      type: nope
+`,
+			want: []string{
+				"alertmanager.max_bytes: -1: must not be negative",
+				"alertmanager.rules[0].alertname: required",
+				`alertmanager.rules[0].fields.brokr: broker-overloaded events have no data field "brokr"`,
+				`alertmanager.rules[0].fields.cluster: the cluster comes from cluster_label ("cluster")`,
+				"alertmanager.rules[0].fields.topics: names no label",
+				`alertmanager.rules[1].type: "nope": want one of broker-overloaded, replica-change-requested, logdir-move-requested`,
+			},
 		},
 		{
 			name: "every problem at once",

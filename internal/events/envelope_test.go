@@ -190,3 +190,25 @@ func TestNewID(t *testing.T) {
 		seen[id] = true
 	}
 }
+
+func TestDataField(t *testing.T) {
+	for _, tc := range []struct {
+		typ, field string
+		want       FieldKind
+		ok         bool
+	}{
+		{TypeBrokerOverloaded, "broker", "integer", true},
+		{TypeBrokerOverloaded, "topics", "[]string", true},
+		{TypeBrokerOverloaded, "demote_to_end", "boolean", true},
+		{TypeBrokerOverloaded, "reason", "string", true},
+		{TypeBrokerOverloaded, "nope", "", false},
+		{TypeReplicaChangeRequested, "partitions", "[]integer", true},
+		{TypeReplicaChangeRequested, "timeout", "duration", true},
+		{"no-such-type", "broker", "", false},
+	} {
+		got, ok := DataField(tc.typ, tc.field)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("DataField(%s, %s) = %q, %v; want %q, %v", tc.typ, tc.field, got, ok, tc.want, tc.ok)
+		}
+	}
+}

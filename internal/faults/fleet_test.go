@@ -1,8 +1,11 @@
 package faults_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -15,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -60,6 +64,12 @@ lock:
   nats: {bucket: KAFKAMENDER_TEST_LOCKS, ttl: 3s}
 replication_factor:
   foreign_wait: 10s
+alertmanager:
+  rules:
+    # As deployments/local/worker.yaml, but only for the test's topic (label topic).
+    - alertname: KafkaBrokerOverloaded
+      type: broker-overloaded
+      fields: {broker: broker_id, topics: topic}
 clusters:
   %s:
     bootstrap_servers: [%s]
@@ -382,4 +392,90 @@ func TestOutagesLoseNoEvent(t *testing.T) {
 	}
 	f.local.noLeftovers([]string{ltopic}, nil)
 	f.kraft.noLeftovers([]string{ktopic}, nil)
+}
+
+// postAlert posts an Alertmanager webhook notification of one alert to the worker.
+func (p *fleetProc) postAlert(status string, labels map[string]string) (int, string) {
+	p.t.Helper()
+	l := map[string]string{"alertname": "KafkaBrokerOverloaded"}
+	maps.Copy(l, labels)
+	body, err := json.Marshal(map[string]any{"version": "4", "status": status, "receiver": "kafkamender",
+		"groupKey": `{}:{alertname="KafkaBrokerOverloaded"}`,
+		"alerts": []map[string]any{{"status": status, "labels": l, "annotations": map[string]string{"summary": "broker 2 is overloaded"},
+			"startsAt": "2026-12-02T03:00:00Z", "fingerprint": "f1e2d3c4b5a69788"}}})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	resp, err := http.Post("http://"+p.addr+"/v1/alertmanager", "application/json", bytes.NewReader(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// An Alertmanager webhook notification (the format Alertmanager sends) ends in a
+// leadership change on the ZooKeeper-mode cluster; the same alert notified again is the
+// same event and changes nothing more; a resolved alert changes nothing; a malformed
+// payload gets 400.
+func TestAlertmanagerWebhookShedsOnce(t *testing.T) {
+	env := testenv.Get(t)
+	f := newFleet(t, env)
+	a := f.start("a")
+	topic := f.local.topic("am", [][]int32{{2, 1, 3}, {2, 3, 4}, {2, 4, 1}}, 0, nil)
+	labels := map[string]string{"cluster": f.local.alias, "broker_id": "2", "topic": topic}
+
+	code, out := a.postAlert("firing", labels)
+	if code != http.StatusOK {
+		t.Fatalf("webhook: %d %s", code, out)
+	}
+	var resp struct {
+		Published []struct {
+			ID        string `json:"id"`
+			Duplicate bool   `json:"duplicate"`
+		} `json:"published"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil || len(resp.Published) != 1 || resp.Published[0].Duplicate {
+		t.Fatalf("webhook response %s (%v); want one event published", out, err)
+	}
+	id := resp.Published[0].ID
+	res := f.local.storedWithin(id, 2*time.Minute)
+	if res.Status != events.StatusSucceeded || len(res.Changes) != 3 || res.Reason != "alertmanager: broker 2 is overloaded" {
+		t.Fatalf("result of the alert's event: %s (%s), %d changes, reason %q", res.Status, res.Error, len(res.Changes), res.Reason)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for _, p := range f.local.partitions(topic) {
+			if p.Leader == 2 {
+				return fmt.Errorf("%s still led by broker 2", p.TopicPartition)
+			}
+		}
+		return nil
+	})
+	after := f.local.partitions(topic)
+
+	// Alertmanager's repeat: the same event id, not stored again, nothing changes.
+	code, out = a.postAlert("firing", labels)
+	if code != http.StatusOK || !strings.Contains(out, `"duplicate":true`) || !strings.Contains(out, id) {
+		t.Fatalf("repeated notification: %d %s", code, out)
+	}
+	code, out = a.postAlert("resolved", labels)
+	if code != http.StatusOK || !strings.Contains(out, `"resolved":1`) || !strings.Contains(out, `"published":[]`) {
+		t.Fatalf("resolved: %d %s", code, out)
+	}
+	resp2, err := http.Post("http://"+a.addr+"/v1/alertmanager", "application/json", strings.NewReader(`{"version":"4","alerts":[{"status":"maybe"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != http.StatusBadRequest {
+		t.Errorf("malformed webhook: %d, want 400", resp2.StatusCode)
+	}
+	f.local.oneStored(id)
+	if now := f.local.partitions(topic); !slices.EqualFunc(now, after, func(x, y kafka.Partition) bool {
+		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
+	}) {
+		t.Errorf("partitions changed after the repeat and the resolve: %v -> %v", after, now)
+	}
+	f.local.noLeftovers([]string{topic}, nil)
 }

@@ -10,10 +10,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
 )
 
@@ -152,6 +154,14 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		_, _ = rw.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", w.health.serveReadyz)
+	bridge, err := w.newBridge(deps)
+	if err != nil {
+		stopConsuming()
+		<-consumeDone
+		_ = ln.Close()
+		return err
+	}
+	mux.Handle("POST "+alertmanager.Path, bridge)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.registry, promhttp.HandlerOpts{
 		Registry:      w.registry,
 		ErrorLog:      zap.NewStdLog(logger.Named("metrics")),
@@ -195,6 +205,16 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		_ = srv.Close()
 	}
 	return err
+}
+
+// newBridge builds the Alertmanager webhook bridge (POST /v1/alertmanager), which
+// publishes the events of firing alerts on the worker's NATS connection.
+func (w *Worker) newBridge(c *clients) (*alertmanager.Bridge, error) {
+	js, err := jetstream.New(c.nats.conn)
+	if err != nil {
+		return nil, err
+	}
+	return alertmanager.New(w.cfg.Alertmanager, js, w.logger.Named("alertmanager"), w.registry)
 }
 
 // clients is everything Run connects to, for closing.

@@ -1,0 +1,304 @@
+// Package alertmanager turns Alertmanager webhook notifications into kafkamender events:
+// the worker serves it on POST /v1/alertmanager.
+//
+// Each firing alert is matched against the configured rules in order (alertname, then
+// exact label values); the first rule that matches makes the event: its type, the cluster
+// from a label, data fields from labels, the reason from the alert's summary. The event id
+// is derived from the alert's fingerprint and startsAt, and is also the JetStream message
+// id, so Alertmanager's repeated notifications of one firing are one event (stored once
+// within the stream's ten-minute duplicate window, and never run twice after it: a second
+// event with an id that ran gets its stored result replayed). Resolved alerts are ignored:
+// a repair is not undone because the alert that asked for it stopped firing. An alert no
+// rule matches is counted and logged, not an error. A payload that is not a webhook
+// notification gets 400 with the reason, one over the size limit 413; NATS unreachable
+// gets 503, which Alertmanager retries.
+package alertmanager
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+// Path is where the worker takes webhook notifications.
+const Path = "/v1/alertmanager"
+
+// Notification is Alertmanager's webhook payload (version 4).
+type Notification struct {
+	Version  string  `json:"version"`
+	GroupKey string  `json:"groupKey"`
+	Status   string  `json:"status"`
+	Receiver string  `json:"receiver"`
+	Alerts   []Alert `json:"alerts"`
+}
+
+// Alert is one alert of a notification.
+type Alert struct {
+	Status       string            `json:"status"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     time.Time         `json:"startsAt"`
+	EndsAt       time.Time         `json:"endsAt"`
+	GeneratorURL string            `json:"generatorURL"`
+	Fingerprint  string            `json:"fingerprint"`
+}
+
+// Response is the bridge's answer: what became of each alert.
+type Response struct {
+	Published []Published `json:"published"`
+	Resolved  int         `json:"resolved"`  // resolved alerts, ignored
+	Unmatched int         `json:"unmatched"` // firing alerts no rule matched
+	Invalid   []string    `json:"invalid,omitempty"`
+}
+
+// Published is an event made from an alert.
+type Published struct {
+	ID        string `json:"id"`
+	Subject   string `json:"subject"`
+	Alertname string `json:"alertname"`
+	// Duplicate: the stream had stored this event already (a repeated notification).
+	Duplicate bool `json:"duplicate,omitempty"`
+}
+
+// Publisher is the part of JetStream the bridge uses.
+type Publisher interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+}
+
+// Bridge serves webhook notifications. Its configuration does not change after New.
+type Bridge struct {
+	cfg    config.Alertmanager
+	js     Publisher
+	log    *zap.Logger
+	alerts *prometheus.CounterVec
+}
+
+// New builds a bridge that publishes with js and registers its counter on reg.
+func New(cfg config.Alertmanager, js Publisher, log *zap.Logger, reg prometheus.Registerer) (*Bridge, error) {
+	alerts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "kafkamender_alertmanager_alerts_total",
+		Help: "Alerts received from Alertmanager, by outcome: published, duplicate, resolved, unmatched, invalid.",
+	}, []string{"outcome"})
+	if reg != nil {
+		if err := reg.Register(alerts); err != nil {
+			return nil, err
+		}
+	}
+	for _, o := range []string{"published", "duplicate", "resolved", "unmatched", "invalid"} {
+		alerts.WithLabelValues(o)
+	}
+	return &Bridge{cfg: cfg, js: js, log: log, alerts: alerts}, nil
+}
+
+// ServeHTTP takes one webhook notification.
+func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxBytes))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		http.Error(w, fmt.Sprintf("payload over %d bytes", b.cfg.MaxBytes), http.StatusRequestEntityTooLarge)
+		return
+	case err != nil:
+		http.Error(w, "read payload: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	n, err := Decode(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	resp, err := b.Handle(r.Context(), n)
+	if err != nil {
+		b.log.Warn("alertmanager notification not published; Alertmanager will send it again", zap.Error(err))
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// Decode parses and checks a webhook payload.
+func Decode(body []byte) (*Notification, error) {
+	if err := events.CheckObject(body); err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
+	}
+	var n Notification
+	if err := json.Unmarshal(body, &n); err != nil {
+		return nil, fmt.Errorf("payload is not an Alertmanager webhook notification: %w", err)
+	}
+	if n.Version != "4" {
+		return nil, fmt.Errorf("payload: version %q, want \"4\" (Alertmanager's webhook format)", n.Version)
+	}
+	for i, a := range n.Alerts {
+		switch {
+		case a.Status != "firing" && a.Status != "resolved":
+			return nil, fmt.Errorf("alerts[%d].status: %q, want firing or resolved", i, a.Status)
+		case a.Labels["alertname"] == "":
+			return nil, fmt.Errorf("alerts[%d].labels: no alertname", i)
+		case a.Status == "firing" && a.StartsAt.IsZero():
+			return nil, fmt.Errorf("alerts[%d].startsAt: missing", i)
+		case a.Status == "firing" && !events.ValidToken(a.Fingerprint):
+			return nil, fmt.Errorf("alerts[%d].fingerprint: %q is not a token", i, a.Fingerprint)
+		}
+	}
+	return &n, nil
+}
+
+// Handle publishes the events of a notification's firing alerts. An error means NATS did
+// not store one of them (the notification should come again).
+func (b *Bridge) Handle(ctx context.Context, n *Notification) (*Response, error) {
+	resp := &Response{Published: []Published{}}
+	for _, a := range n.Alerts {
+		name := a.Labels["alertname"]
+		log := b.log.With(zap.String("alertname", name), zap.String("fingerprint", a.Fingerprint))
+		if a.Status == "resolved" {
+			resp.Resolved++
+			b.alerts.WithLabelValues("resolved").Inc()
+			continue
+		}
+		rule, ok := b.match(a)
+		if !ok {
+			resp.Unmatched++
+			b.alerts.WithLabelValues("unmatched").Inc()
+			log.Info("alert matches no rule; ignored", zap.Any("labels", a.Labels))
+			continue
+		}
+		env, cluster, err := b.event(a, rule)
+		if err != nil {
+			resp.Invalid = append(resp.Invalid, fmt.Sprintf("%s (%s): %v", name, a.Fingerprint, err))
+			b.alerts.WithLabelValues("invalid").Inc()
+			log.Warn("alert cannot become an event", zap.Error(err))
+			continue
+		}
+		raw, err := json.Marshal(env)
+		if err != nil {
+			return nil, err
+		}
+		subject := events.Subject(cluster, env.Type)
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ack, err := b.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: raw,
+			Header: nats.Header{"Content-Type": []string{events.ContentTypeCloudEventsJSON}}}, jetstream.WithMsgID(env.ID))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("publish the event of alert %s (%s) on %s: %w", name, a.Fingerprint, subject, err)
+		}
+		outcome := "published"
+		if ack.Duplicate {
+			outcome = "duplicate"
+		}
+		b.alerts.WithLabelValues(outcome).Inc()
+		log.Info("alert published as an event", zap.String("id", env.ID), zap.String("subject", subject), zap.Bool("duplicate", ack.Duplicate))
+		resp.Published = append(resp.Published, Published{ID: env.ID, Subject: subject, Alertname: name, Duplicate: ack.Duplicate})
+	}
+	return resp, nil
+}
+
+// match returns the first rule that matches a.
+func (b *Bridge) match(a Alert) (config.AlertRule, bool) {
+	for _, r := range b.cfg.Rules {
+		if a.Labels["alertname"] != r.Alertname {
+			continue
+		}
+		ok := true
+		for k, v := range r.Labels {
+			if a.Labels[k] != v {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return r, true
+		}
+	}
+	return config.AlertRule{}, false
+}
+
+// ID is the event id of a firing alert: the same for every notification of one firing.
+func ID(a Alert) string {
+	return "am-" + a.Fingerprint + "-" + strconv.FormatInt(a.StartsAt.UnixNano(), 10)
+}
+
+// event makes the event of alert a by rule r, and names its cluster.
+func (b *Bridge) event(a Alert, r config.AlertRule) (*events.Envelope, string, error) {
+	cluster := a.Labels[r.ClusterLabel]
+	if !events.ValidToken(cluster) {
+		return nil, "", fmt.Errorf("cluster label %q: %q is not a cluster name", r.ClusterLabel, cluster)
+	}
+	data := map[string]any{}
+	for field, label := range r.Fields {
+		v, ok := a.Labels[label]
+		if !ok {
+			return nil, "", fmt.Errorf("label %q (for %s) missing", label, field)
+		}
+		kind, _ := events.DataField(r.Type, field)
+		value, err := convert(kind, v)
+		if err != nil {
+			return nil, "", fmt.Errorf("label %q (for %s): %w", label, field, err)
+		}
+		data[field] = value
+	}
+	if _, set := r.Fields["reason"]; !set {
+		reason := a.Annotations["summary"]
+		if reason == "" {
+			reason = a.Labels["alertname"]
+		}
+		data["reason"] = "alertmanager: " + reason
+	}
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, "", err
+	}
+	return &events.Envelope{SpecVersion: events.SpecVersion, ID: ID(a), Source: b.cfg.Source, Type: r.Type,
+		Time: a.StartsAt.UTC(), DataContentType: events.ContentTypeJSON, Data: raw}, cluster, nil
+}
+
+// convert turns a label value into the JSON value of a data field of that kind.
+func convert(kind events.FieldKind, v string) (any, error) {
+	switch kind {
+	case "integer":
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an integer", v)
+		}
+		return n, nil
+	case "boolean":
+		t, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not true or false", v)
+		}
+		return t, nil
+	case "[]string":
+		var out []string
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	case "[]integer":
+		var out []int64
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil {
+				return nil, fmt.Errorf("%q is not a comma-separated list of integers", v)
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	return v, nil // string, duration
+}

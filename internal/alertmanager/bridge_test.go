@@ -1,0 +1,237 @@
+package alertmanager_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kafkamender/kafkamender/internal/alertmanager"
+	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/events"
+)
+
+// rig is a bridge publishing to an in-process nats-server with the events stream.
+type rig struct {
+	t   *testing.T
+	srv *server.Server
+	js  jetstream.JetStream
+	h   http.Handler
+	reg *prometheus.Registry
+}
+
+func newRig(t *testing.T, maxBytes int64) *rig {
+	t.Helper()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: events.EventsStream, Subjects: []string{events.EventsSubjects},
+		Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Parse([]byte(`nats: {url: "nats://127.0.0.1:4222"}
+lock: {backend: nats}
+clusters:
+  local: {bootstrap_servers: ["127.0.0.1:19092"]}
+alertmanager:
+  rules:
+    - alertname: KafkaBrokerOverloaded
+      type: broker-overloaded
+      fields: {broker: broker_id}
+    - alertname: KafkaPartitionLeaderSkew
+      labels: {severity: page}
+      type: replica-change-requested
+      fields: {topic: topic, partitions: partitions, preferred_leader: broker_id}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if maxBytes > 0 {
+		cfg.Alertmanager.MaxBytes = maxBytes
+	}
+	reg := prometheus.NewRegistry()
+	b, err := alertmanager.New(cfg.Alertmanager, js, zaptest.NewLogger(t), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &rig{t: t, srv: srv, js: js, h: b, reg: reg}
+}
+
+// post sends a payload and returns the status and body.
+func (r *rig) post(body string) (int, string) {
+	r.t.Helper()
+	rec := httptest.NewRecorder()
+	r.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, alertmanager.Path, strings.NewReader(body)))
+	return rec.Code, rec.Body.String()
+}
+
+func (r *rig) stored() uint64 {
+	r.t.Helper()
+	s, err := r.js.Stream(r.t.Context(), events.EventsStream)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	info, err := s.Info(r.t.Context())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// notification is a webhook payload of one alert.
+func notification(status, alertname string, labels map[string]string, fingerprint string) string {
+	l := map[string]string{"alertname": alertname}
+	for k, v := range labels {
+		l[k] = v
+	}
+	n := map[string]any{"version": "4", "groupKey": "{}:{alertname=\"" + alertname + "\"}", "status": status, "receiver": "kafkamender",
+		"alerts": []map[string]any{{"status": status, "labels": l, "annotations": map[string]string{"summary": "cpu 97% on broker 3"},
+			"startsAt": "2026-12-01T10:00:00.123Z", "endsAt": "0001-01-01T00:00:00Z", "fingerprint": fingerprint}}}
+	raw, _ := json.Marshal(n)
+	return string(raw)
+}
+
+func TestFiringAlertBecomesOneEvent(t *testing.T) {
+	r := newRig(t, 0)
+	body := notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718")
+	code, out := r.post(body)
+	if code != http.StatusOK {
+		t.Fatalf("status %d: %s", code, out)
+	}
+	var resp alertmanager.Response
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Published) != 1 || resp.Published[0].Duplicate || resp.Published[0].Subject != "kafkamender.events.local.broker-overloaded" {
+		t.Fatalf("response %s", out)
+	}
+	id := resp.Published[0].ID
+	s, err := r.js.Stream(t.Context(), events.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(t.Context(), resp.Published[0].Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The worker's decoder takes it as it is.
+	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
+	if err != nil {
+		t.Fatalf("the worker would reject the event: %v\n%s", err, m.Data)
+	}
+	p := ev.Payload.(*events.BrokerOverloaded)
+	if ev.ID != id || *p.Broker != 3 || p.Reason != "alertmanager: cpu 97% on broker 3" || ev.Source != "alertmanager" {
+		t.Errorf("event %+v, payload %+v", ev.Envelope, p)
+	}
+	if m.Header.Get(jetstream.MsgIDHeader) != id {
+		t.Errorf("message id %q, want the event id %q", m.Header.Get(jetstream.MsgIDHeader), id)
+	}
+
+	// Alertmanager notifies again while the alert fires: the same event, not stored again.
+	code, out = r.post(body)
+	if code != http.StatusOK || !strings.Contains(out, `"duplicate":true`) || !strings.Contains(out, id) {
+		t.Fatalf("repeated notification: %d %s", code, out)
+	}
+	// Resolved: nothing.
+	code, out = r.post(notification("resolved", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718"))
+	if code != http.StatusOK || !strings.Contains(out, `"resolved":1`) || !strings.Contains(out, `"published":[]`) {
+		t.Fatalf("resolved: %d %s", code, out)
+	}
+	// No rule: counted, not an error.
+	code, out = r.post(notification("firing", "DiskFull", map[string]string{"cluster": "local"}, "0011223344556677"))
+	if code != http.StatusOK || !strings.Contains(out, `"unmatched":1`) {
+		t.Fatalf("unmatched: %d %s", code, out)
+	}
+	// A rule's label matcher: the same alertname without severity=page matches nothing.
+	code, out = r.post(notification("firing", "KafkaPartitionLeaderSkew", map[string]string{"cluster": "local", "topic": "orders", "partitions": "0,2", "broker_id": "2"}, "1111111111111111"))
+	if code != http.StatusOK || !strings.Contains(out, `"unmatched":1`) {
+		t.Fatalf("label matcher: %d %s", code, out)
+	}
+	code, out = r.post(notification("firing", "KafkaPartitionLeaderSkew", map[string]string{"cluster": "local", "topic": "orders", "partitions": "0,2", "broker_id": "2", "severity": "page"}, "2222222222222222"))
+	if code != http.StatusOK || !strings.Contains(out, "replica-change-requested") {
+		t.Fatalf("list field: %d %s", code, out)
+	}
+	if n := r.stored(); n != 2 {
+		t.Errorf("%d events stored, want 2", n)
+	}
+	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(`
+# HELP kafkamender_alertmanager_alerts_total Alerts received from Alertmanager, by outcome: published, duplicate, resolved, unmatched, invalid.
+# TYPE kafkamender_alertmanager_alerts_total counter
+kafkamender_alertmanager_alerts_total{outcome="duplicate"} 1
+kafkamender_alertmanager_alerts_total{outcome="invalid"} 0
+kafkamender_alertmanager_alerts_total{outcome="published"} 2
+kafkamender_alertmanager_alerts_total{outcome="resolved"} 1
+kafkamender_alertmanager_alerts_total{outcome="unmatched"} 2
+`)); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestBadPayloads(t *testing.T) {
+	r := newRig(t, 2048)
+	for _, tc := range []struct {
+		name, body string
+		code       int
+		want       string
+	}{
+		{"not json", "{", http.StatusBadRequest, "payload"},
+		{"not an object", "[1]", http.StatusBadRequest, "payload"},
+		{"wrong version", `{"version":"3","alerts":[]}`, http.StatusBadRequest, `version "3"`},
+		{"bad status", `{"version":"4","alerts":[{"status":"pending","labels":{"alertname":"X"}}]}`, http.StatusBadRequest, "alerts[0].status"},
+		{"no alertname", `{"version":"4","alerts":[{"status":"firing","labels":{},"startsAt":"2026-12-01T10:00:00Z","fingerprint":"ab"}]}`, http.StatusBadRequest, "no alertname"},
+		{"too big", `{"version":"4","alerts":[` + strings.Repeat(" ", 4096) + `]}`, http.StatusRequestEntityTooLarge, "over 2048 bytes"},
+	} {
+		code, out := r.post(tc.body)
+		if code != tc.code || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %d %q; want %d containing %q", tc.name, code, out, tc.code, tc.want)
+		}
+	}
+	// A label that does not fit its field: reported, nothing published.
+	code, out := r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "three"}, "a1b2c3d4e5f60718"))
+	if code != http.StatusOK || !strings.Contains(out, `label \"broker_id\" (for broker): \"three\" is not an integer`) {
+		t.Errorf("invalid label: %d %s", code, out)
+	}
+	code, out = r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"broker_id": "3"}, "a1b2c3d4e5f60718"))
+	if code != http.StatusOK || !strings.Contains(out, `cluster label \"cluster\"`) {
+		t.Errorf("no cluster label: %d %s", code, out)
+	}
+	if n := r.stored(); n != 0 {
+		t.Errorf("%d events stored, want 0", n)
+	}
+	// NATS down: 503, so that Alertmanager sends it again.
+	r.srv.Shutdown()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	rec := httptest.NewRecorder()
+	r.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, alertmanager.Path,
+		strings.NewReader(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718"))).WithContext(ctx))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("NATS down: %d %s; want 503", rec.Code, rec.Body)
+	}
+}
