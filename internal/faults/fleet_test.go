@@ -9,7 +9,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
@@ -92,7 +95,12 @@ type fleetProc struct {
 
 func (f *fleet) start(name string) *fleetProc {
 	f.t.Helper()
-	addr := freeAddr(f.t)
+	return f.startAt(name, freeAddr(f.t))
+}
+
+// startAt starts a worker of the fleet whose HTTP listener is addr.
+func (f *fleet) startAt(name, addr string) *fleetProc {
+	f.t.Helper()
 	return &fleetProc{proc: startProc(f.t, name, f.config(name, addr)), addr: addr}
 }
 
@@ -476,6 +484,120 @@ func TestAlertmanagerWebhookShedsOnce(t *testing.T) {
 		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
 	}) {
 		t.Errorf("partitions changed after the repeat and the resolve: %v -> %v", after, now)
+	}
+	f.local.noLeftovers([]string{topic}, nil)
+}
+
+// metric returns the value of one sample of the worker's /metrics (0 when absent).
+func (p *fleetProc) metric(sample string) float64 {
+	p.t.Helper()
+	resp, err := http.Get("http://" + p.addr + "/metrics")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, sample+" "); ok {
+			f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f
+		}
+	}
+	return 0
+}
+
+// postToAlertmanager posts alerts to the local Alertmanager's API, as Prometheus does.
+func postToAlertmanager(t *testing.T, alerts []map[string]any) {
+	t.Helper()
+	body, err := json.Marshal(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Post(stack.AlertmanagerURL+"/api/v2/alerts", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		out, _ := io.ReadAll(resp.Body)
+		t.Fatalf("alertmanager: %s %s", resp.Status, out)
+	}
+}
+
+// The whole path through the local stack's real Alertmanager: an alert posted to its API
+// reaches the worker's webhook and sheds the broker on the ZooKeeper-mode cluster, once;
+// Alertmanager's re-notifications (every 5s here) are the same event, stored once; the
+// resolved alert changes nothing.
+func TestAlertmanagerToWorker(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockWorkerAddr(t)
+	f := newFleet(t, env)
+	a := f.startAt("a", strings.TrimSuffix(strings.TrimPrefix(stack.WorkerWebhookURL, "http://"), alertmanager.Path))
+	topic := f.local.topic("am", [][]int32{{2, 1, 3}, {2, 3, 4}, {2, 4, 1}}, 0, nil)
+	startsAt := time.Now().UTC().Truncate(time.Millisecond)
+	alert := map[string]any{
+		"labels":      map[string]string{"alertname": "KafkaBrokerOverloaded", "cluster": f.local.alias, "broker_id": "2", "topic": topic},
+		"annotations": map[string]string{"summary": "broker 2 is overloaded"},
+		"startsAt":    startsAt.Format(time.RFC3339Nano),
+	}
+	postToAlertmanager(t, []map[string]any{alert})
+
+	// Alertmanager's fingerprint of the alert makes the event id.
+	var fingerprint string
+	testenv.Eventually(t, 30*time.Second, func() error {
+		resp, err := http.Get(stack.AlertmanagerURL + "/api/v2/alerts?filter=" + url.QueryEscape(`cluster="`+f.local.alias+`"`))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var got []struct {
+			Fingerprint string `json:"fingerprint"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+			return err
+		}
+		if len(got) != 1 {
+			return fmt.Errorf("alertmanager has %d alerts for the cluster", len(got))
+		}
+		fingerprint = got[0].Fingerprint
+		return nil
+	})
+	id := alertmanager.ID(alertmanager.Alert{Fingerprint: fingerprint, StartsAt: startsAt})
+	res := f.local.storedWithin(id, 2*time.Minute)
+	if res.Status != events.StatusSucceeded || len(res.Changes) != 3 {
+		t.Fatalf("result of the alert's event: %s (%s), %d changes", res.Status, res.Error, len(res.Changes))
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		for _, p := range f.local.partitions(topic) {
+			if p.Leader == 2 {
+				return fmt.Errorf("%s still led by broker 2", p.TopicPartition)
+			}
+		}
+		return nil
+	})
+	after := f.local.partitions(topic)
+
+	const duplicates = `kafkamender_alertmanager_alerts_total{outcome="duplicate"}`
+	testenv.Eventually(t, time.Minute, func() error {
+		if n := a.metric(duplicates); n < 1 {
+			return fmt.Errorf("no re-notification yet (%s %v)", duplicates, n)
+		}
+		return nil
+	})
+	alert["endsAt"] = time.Now().UTC().Format(time.RFC3339Nano)
+	postToAlertmanager(t, []map[string]any{alert})
+	const resolved = `kafkamender_alertmanager_alerts_total{outcome="resolved"}`
+	testenv.Eventually(t, time.Minute, func() error {
+		if n := a.metric(resolved); n < 1 {
+			return fmt.Errorf("no resolved notification yet (%s %v)", resolved, n)
+		}
+		return nil
+	})
+	f.local.oneStored(id)
+	if now := f.local.partitions(topic); !slices.EqualFunc(now, after, func(x, y kafka.Partition) bool {
+		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
+	}) {
+		t.Errorf("partitions changed after the re-notifications and the resolve: %v -> %v", after, now)
 	}
 	f.local.noLeftovers([]string{topic}, nil)
 }

@@ -53,6 +53,8 @@ func (s *Stack) check(ctx context.Context, srv server) error {
 		return ZooKeeperOK(ctx, ZooKeeperAddr)
 	case kindNATS:
 		return natsHealthy(ctx)
+	case kindAlertmanager:
+		return httpOK(ctx, AlertmanagerURL+"/-/ready")
 	default:
 		return BrokersListed(ctx, srv.cluster, srv.broker.ID)
 	}
@@ -91,8 +93,11 @@ func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
 	return string(out), nil
 }
 
-func natsHealthy(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, NATSMonitorURL+"/healthz", nil)
+func natsHealthy(ctx context.Context) error { return httpOK(ctx, NATSMonitorURL+"/healthz") }
+
+// httpOK expects 200 from a GET of url.
+func httpOK(ctx context.Context, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
@@ -103,7 +108,7 @@ func natsHealthy(ctx context.Context) error {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("nats /healthz: %s: %s", resp.Status, body)
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ const (
 	kindZooKeeper serverKind = iota
 	kindKafka
 	kindNATS
+	kindAlertmanager
 )
 
 // server is one process of the stack.
@@ -24,7 +25,7 @@ type server struct {
 }
 
 // servers lists the stack's servers in start order: ZooKeeper first (the ZooKeeper-mode
-// brokers need it), then the brokers, then NATS.
+// brokers need it), then the brokers, then NATS and Alertmanager.
 func servers() []server {
 	out := []server{{name: "zookeeper", kind: kindZooKeeper}}
 	for _, c := range Clusters() {
@@ -32,7 +33,7 @@ func servers() []server {
 			out = append(out, server{name: c.ServerName(b.ID), kind: kindKafka, cluster: c, broker: b})
 		}
 	}
-	return append(out, server{name: "nats", kind: kindNATS})
+	return append(out, server{name: "nats", kind: kindNATS}, server{name: "alertmanager", kind: kindAlertmanager})
 }
 
 // ServerNames lists the names of the stack's servers, in start order.
@@ -65,14 +66,19 @@ func (s *Stack) configPath(srv server) string {
 		return filepath.Join(s.serverDir(srv), "zookeeper.properties")
 	case kindNATS:
 		return filepath.Join(s.serverDir(srv), "nats.conf")
+	case kindAlertmanager:
+		return filepath.Join(s.serverDir(srv), "alertmanager.yml")
 	default:
 		return filepath.Join(s.serverDir(srv), "server.properties")
 	}
 }
 
 func (srv server) progs() []string {
-	if srv.kind == kindNATS {
+	switch srv.kind {
+	case kindNATS:
 		return []string{"nats-server"}
+	case kindAlertmanager:
+		return []string{"alertmanager"}
 	}
 	return []string{"java"}
 }
@@ -145,6 +151,22 @@ jetstream {
   max_file_store: 2GB
 }
 `, filepath.Join(dir, "jetstream"))}
+	case kindAlertmanager:
+		// Short waits so that tests and the demo see an alert within seconds; resolved
+		// alerts are sent too (the worker ignores them, and tests check it does).
+		files = map[string]string{"alertmanager.yml": fmt.Sprintf(`# kafkamender local stack
+route:
+  receiver: kafkamender
+  group_by: [alertname, cluster, broker_id]
+  group_wait: 1s
+  group_interval: 2s
+  repeat_interval: 5s
+receivers:
+  - name: kafkamender
+    webhook_configs:
+      - url: %s
+        send_resolved: true
+`, WorkerWebhookURL)}
 	case kindKafka:
 		files = map[string]string{"server.properties": s.kafkaProps(srv)}
 		if srv.cluster.Mode == ModeKRaft {
@@ -221,8 +243,15 @@ func (s *Stack) kafkaProps(srv server) string {
 // argv is the command line that runs the server.
 func (s *Stack) argv(srv server) []string {
 	dir := s.serverDir(srv)
-	if srv.kind == kindNATS {
+	switch srv.kind {
+	case kindNATS:
 		return []string{s.natsBinary(), "-c", s.configPath(srv)}
+	case kindAlertmanager:
+		return []string{s.alertmanagerBinary(), "--config.file=" + s.configPath(srv),
+			"--storage.path=" + filepath.Join(dir, "data"),
+			"--web.listen-address=" + strings.TrimPrefix(AlertmanagerURL, "http://"),
+			"--cluster.listen-address=", // no HA gossip: one instance
+			"--log.level=warn"}
 	}
 	heap := "-Xmx256m"
 	main := "kafka.Kafka"

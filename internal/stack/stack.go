@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -122,7 +123,10 @@ func (s *Stack) Prepare(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.buildNATS(ctx)
+	if err := s.buildNATS(ctx); err != nil {
+		return err
+	}
+	return s.buildAlertmanager(ctx)
 }
 
 func (s *Stack) libsDir(name string) string { return filepath.Join(s.cacheDir, name, "libs") }
@@ -188,6 +192,60 @@ func (s *Stack) buildNATS(ctx context.Context) error {
 	cmd.Dir = s.root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("build nats-server: %w\n%s", err, lastLines(string(out), 30))
+	}
+	return os.Rename(bin+".tmp", bin)
+}
+
+// AlertmanagerVersion is the pinned Alertmanager release the stack builds from its Go
+// module.
+const AlertmanagerVersion = "v0.35.0"
+
+func (s *Stack) alertmanagerBinary() string {
+	return filepath.Join(s.cacheDir, "bin", "alertmanager-"+AlertmanagerVersion)
+}
+
+// buildAlertmanager builds Alertmanager from its Go module, unless the cache holds it.
+// The module leaves out the web UI's compiled assets (ui/app/dist, built by npm in
+// Alertmanager's release process), which its ui package embeds; a copy of the module
+// gets a one-page placeholder there. The API, all the stack needs, is unchanged.
+func (s *Stack) buildAlertmanager(ctx context.Context) error {
+	bin := s.alertmanagerBinary()
+	if _, err := os.Stat(bin); err == nil {
+		return nil
+	}
+	s.logf("building alertmanager %s from its Go module (once; cached in %s)", AlertmanagerVersion, filepath.Dir(bin))
+	mod := "github.com/prometheus/alertmanager@" + AlertmanagerVersion
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod).Output()
+	if err != nil {
+		return fmt.Errorf("download %s: %w", mod, err)
+	}
+	var dl struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &dl); err != nil || dl.Dir == "" {
+		return fmt.Errorf("download %s: %v %s", mod, err, dl.Error)
+	}
+	src, err := os.MkdirTemp("", "kafkamender-alertmanager-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(src)
+	if err := os.CopyFS(src, os.DirFS(dl.Dir)); err != nil {
+		return fmt.Errorf("copy %s: %w", mod, err)
+	}
+	page := []byte("<!doctype html><title>Alertmanager</title><p>No web UI in this build (the kafkamender local stack); the API is at /api/v2.</p>\n")
+	for _, d := range []string{"elm", "mantine"} {
+		dir := filepath.Join(src, "ui", "app", "dist", d)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "index.html"), page, 0o644); err != nil {
+			return err
+		}
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-o", bin+".tmp", "./cmd/alertmanager")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build alertmanager: %w\n%s", err, lastLines(string(out), 30))
 	}
 	return os.Rename(bin+".tmp", bin)
 }
@@ -393,6 +451,8 @@ func (srv server) listenAddrs() []string {
 		return []string{ZooKeeperAddr}
 	case kindNATS:
 		return []string{strings.TrimPrefix(NATSURL, "nats://"), strings.TrimPrefix(NATSMonitorURL, "http://")}
+	case kindAlertmanager:
+		return []string{strings.TrimPrefix(AlertmanagerURL, "http://")}
 	}
 	if srv.broker.ControllerAddr != "" {
 		return []string{srv.broker.Addr, srv.broker.ControllerAddr}
@@ -406,6 +466,8 @@ func (srv server) addr() string {
 		return ZooKeeperAddr
 	case kindNATS:
 		return strings.TrimPrefix(NATSURL, "nats://")
+	case kindAlertmanager:
+		return strings.TrimPrefix(AlertmanagerURL, "http://")
 	default:
 		return srv.broker.Addr
 	}

@@ -28,6 +28,11 @@ const (
 	KafkaChroot    = "/kafka"
 	NATSURL        = "nats://127.0.0.1:4222"
 	NATSMonitorURL = "http://127.0.0.1:8222"
+	// AlertmanagerURL is the local Alertmanager's API (POST /api/v2/alerts); its one
+	// route sends every alert to WorkerWebhookURL, the webhook of the worker that
+	// deployments/local/worker.yaml configures.
+	AlertmanagerURL  = "http://127.0.0.1:9093"
+	WorkerWebhookURL = "http://127.0.0.1:8080/v1/alertmanager"
 
 	// KRaftClusterID is the cluster id the KRaft nodes are formatted with (base64 of
 	// "kafkamenderkraft", 16 bytes, as Kafka requires).

@@ -482,15 +482,23 @@ func DeleteConsumers(ctx context.Context, js jetstream.JetStream, prefix string)
 	return n
 }
 
+// LockWorkerAddr serialises, across test processes, the tests that run a worker on the
+// address of deployments/local/worker.yaml (127.0.0.1:8080), where the local
+// Alertmanager sends its notifications. Held until the test ends.
+func (e *Env) LockWorkerAddr(t testing.TB) { e.flock(t, "tests.worker-addr") }
+
 // LockBrokerThrottles serialises, across test processes, the tests that set broker-level
 // replication throttle rates (leader/follower.replication.throttled.rate): those are
 // cluster-wide, and two operations restoring them by compare-and-restore at once would
 // each be right and together leave a value behind. Held until the test ends.
-func (e *Env) LockBrokerThrottles(t testing.TB) {
+func (e *Env) LockBrokerThrottles(t testing.TB) { e.flock(t, "tests.throttles") }
+
+// flock takes an exclusive file lock next to the stack's state until the test ends.
+func (e *Env) flock(t testing.TB, name string) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(filepath.Dir(e.Stack.StateDir()), "tests.throttles"), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(filepath.Join(filepath.Dir(e.Stack.StateDir()), name), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
-		t.Fatalf("throttle lock: %v", err)
+		t.Fatalf("%s lock: %v", name, err)
 	}
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
@@ -498,7 +506,7 @@ func (e *Env) LockBrokerThrottles(t testing.TB) {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("throttle lock: %v", err)
+			t.Fatalf("%s lock: %v", name, err)
 		}
 		break
 	}
