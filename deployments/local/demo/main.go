@@ -1,19 +1,23 @@
 // Command demo shows kafkamender fixing the local stack: it starts bin/worker with
 // deployments/local/worker.yaml, waits until the worker is ready, creates a topic whose
 // partitions are led by the wrong brokers, asks (with bin/emitter, as an alerting system
-// would) for broker 3 to become the preferred leader of two of them, then reports broker 3
-// overloaded (twice, as alerting systems repeat alerts), printing the worker's results and
-// the placement after each step; then it stops the worker with SIGTERM.
+// would) for broker 3 to become the preferred leader of two of them, then posts the alert
+// KafkaBrokerOverloaded for broker 3 to the local Alertmanager, which sends it to the
+// worker's webhook (and repeats it: the same event), printing the worker's results and the
+// placement after each step; then it stops the worker with SIGTERM.
 // `go tool task demo` brings the stack up and builds bin/ first.
 package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -26,6 +30,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/alertmanager"
+	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
@@ -112,8 +118,7 @@ func run() error {
 	case <-time.After(30 * time.Second):
 		return errors.New("the worker did not exit within 30s of SIGTERM")
 	}
-	fmt.Println("worker exited cleanly; its log:")
-	fmt.Println(readFile(logf))
+	fmt.Printf("worker exited cleanly; its log: %s\n", logf)
 	fmt.Println("The stack keeps running: go tool task stack:status | stack:logs | stack:down")
 	return nil
 }
@@ -195,34 +200,142 @@ func fix(ctx context.Context) error {
 	}
 	args := []string{"preferred-leader", "--cluster", "local", "--topic", demoTopic,
 		"--partition", "0", "--partition", "1", "--broker", "3", "--reason", "demo: broker 1 and 2 are overloaded", "--wait"}
+	if err := emitter(ctx, args...); err != nil {
+		return err
+	}
+	if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after"); err != nil {
+		return err
+	}
+	// Now broker 3 leads everything and Prometheus fires KafkaBrokerOverloaded for it:
+	// Alertmanager sends it to the worker's webhook, which sheds broker 3's leadership.
+	// Alertmanager repeats the notification while the alert fires: the same event.
+	startsAt := time.Now().UTC().Truncate(time.Millisecond)
+	alert := map[string]any{
+		"labels":      map[string]string{"alertname": "KafkaBrokerOverloaded", "cluster": "local", "broker_id": "3"},
+		"annotations": map[string]string{"summary": "demo: broker 3 cpu 97%"},
+		"startsAt":    startsAt.Format(time.RFC3339Nano),
+	}
+	fmt.Printf("==> POST %s/api/v2/alerts  (KafkaBrokerOverloaded, cluster=local, broker_id=3)\n", stack.AlertmanagerURL)
+	if err := postAlert(alert); err != nil {
+		return err
+	}
+	fp, err := fingerprint(ctx)
+	if err != nil {
+		return err
+	}
+	id := alertmanager.ID(alertmanager.Alert{Fingerprint: fp, StartsAt: startsAt})
+	fmt.Printf("==> Alertmanager sends it to the worker's webhook: event %s; its result, from the audit trail:\n", id)
+	if err := waitStored(ctx, id); err != nil {
+		return err
+	}
+	if err := emitter(ctx, "result", "--id", id); err != nil {
+		return err
+	}
+	if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after shedding broker 3"); err != nil {
+		return err
+	}
+	fmt.Println("==> Alertmanager repeats the notification every 5s while the alert fires; the worker's counter:")
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		m, _ := get("/metrics")
+		if line := sample(m, `kafkamender_alertmanager_alerts_total{outcome="duplicate"}`); line != "" && !strings.HasSuffix(line, " 0") {
+			fmt.Println("  " + line + "   (the same event id: stored once, not run again)")
+			break
+		}
+		if time.Now().After(deadline) {
+			return errors.New("no repeated notification from Alertmanager within 30s")
+		}
+		time.Sleep(time.Second)
+	}
+	alert["endsAt"] = time.Now().UTC().Format(time.RFC3339Nano)
+	fmt.Println("==> the alert resolves (the repair stays)")
+	return postAlert(alert)
+}
+
+// waitStored waits until the result of event id is in the results stream.
+func waitStored(ctx context.Context, id string) error {
+	nc, err := nats.Connect(stack.NATSURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		s, err := js.Stream(wctx, events.ResultsStream)
+		if err == nil {
+			if _, err = s.GetLastMsgForSubject(wctx, events.ResultSubject(id)); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("no result of %s within 2 minutes: %w", id, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// emitter runs bin/emitter with args, its output on the screen.
+func emitter(ctx context.Context, args ...string) error {
 	fmt.Printf("==> bin/emitter %s\n", strings.Join(args, " "))
 	em := exec.CommandContext(ctx, "bin/emitter", args...)
 	em.Stdout, em.Stderr = os.Stdout, os.Stderr
 	if err := em.Run(); err != nil {
 		return fmt.Errorf("emitter: %w", err)
 	}
-	if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after"); err != nil {
+	return nil
+}
+
+// postAlert posts one alert to the local Alertmanager, as Prometheus would.
+func postAlert(alert map[string]any) error {
+	body, err := json.Marshal([]map[string]any{alert})
+	if err != nil {
 		return err
 	}
-	// Now broker 3 leads everything and an alert says it is overloaded: shed its
-	// leadership; then the alert comes again a minute later, as alerts do.
-	shed := []string{"broker-overloaded", "--cluster", "local", "--broker", "3", "--topic", demoTopic,
-		"--demote-to-end", "--reason", "demo: broker 3 cpu 97%", "--wait"}
-	for i := range 2 {
-		fmt.Printf("==> bin/emitter %s\n", strings.Join(shed, " "))
-		em := exec.CommandContext(ctx, "bin/emitter", shed...)
-		em.Stdout, em.Stderr = os.Stdout, os.Stderr
-		if err := em.Run(); err != nil {
-			return fmt.Errorf("emitter: %w", err)
-		}
-		if i == 0 {
-			if err := show(ctx, cl, "==> topic "+demoTopic+" on cluster local, after shedding broker 3"); err != nil {
-				return err
-			}
-			fmt.Println("==> the same alert again, within the cool-down:")
-		}
+	resp, err := http.Post(stack.AlertmanagerURL+"/api/v2/alerts", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		out, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("alertmanager: %s %s", resp.Status, out)
 	}
 	return nil
+}
+
+// fingerprint is Alertmanager's fingerprint of the demo's alert.
+func fingerprint(ctx context.Context) (string, error) {
+	for ctx.Err() == nil {
+		resp, err := http.Get(stack.AlertmanagerURL + "/api/v2/alerts?active=true&filter=" + url.QueryEscape(`alertname="KafkaBrokerOverloaded"`) +
+			"&filter=" + url.QueryEscape(`cluster="local"`) + "&filter=" + url.QueryEscape(`broker_id="3"`))
+		if err == nil {
+			var got []struct {
+				Fingerprint string `json:"fingerprint"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&got)
+			resp.Body.Close()
+			if err == nil && len(got) == 1 {
+				return got[0].Fingerprint, nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "", ctx.Err()
+}
+
+// sample returns the line of /metrics output m that starts with name.
+func sample(m, name string) string {
+	for _, line := range strings.Split(m, "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			return line
+		}
+	}
+	return ""
 }
 
 func show(ctx context.Context, cl *kgo.Client, title string) error {
