@@ -157,7 +157,7 @@ Event types:
 		fmt.Fprintf(&b, "    %-26s %s\n", t.Name, t.Summary)
 	}
 	b.WriteString(`
-Run 'emitter COMMAND --help' for the flags of a command; DESIGN.md lists the
+Run 'emitter COMMAND --help' for the flags of a command; docs/contract.md lists the
 data fields of each event type.
 
 Exit status:

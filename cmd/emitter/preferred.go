@@ -13,7 +13,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 )
 
-// strategies are the values of data.strategy (DESIGN.md, "Cluster backends").
+// strategies are the values of data.strategy (docs/contract.md, replica-change-requested).
 var strategies = []string{"auto", "api", "zk-reassign", "zk-nudge"}
 
 // preferredOptions are the flags of emitter preferred-leader.

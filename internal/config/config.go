@@ -199,7 +199,7 @@ type ClusterLock struct {
 // Strategy selects how changes are applied to a cluster.
 type Strategy string
 
-// Strategies. See DESIGN.md, "Cluster backends".
+// Strategies: how a cluster is changed (docs/contract.md, replica-change-requested).
 const (
 	// StrategyAuto uses the admin API when the brokers support
 	// AlterPartitionReassignments, else zk-reassign.

@@ -26,7 +26,7 @@ func TestEnvelopeJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The example of DESIGN.md, byte for byte.
+	// The example of docs/contract.md, byte for byte.
 	want := `{"specversion":"1.0","id":"a1b2","source":"alertmanager/prod","type":"replica-change-requested",` +
 		`"time":"2026-11-29T10:00:00Z","datacontenttype":"application/json",` +
 		`"data":{"topic":"orders","partitions":[1],"preferred_leader":2}}`

@@ -35,7 +35,7 @@ const (
 // OK reports whether the status means the request holds now (for the emitter's exit code).
 func (s Status) OK() bool { return s == StatusSucceeded || s == StatusNoop || s == StatusPlanned }
 
-// Result is what a worker publishes for every event (DESIGN.md, "Event contract"). The
+// Result is what a worker publishes for every event (docs/contract.md, "Results"). The
 // fields up to Skipped are the documented format; the others are optional additions.
 type Result struct {
 	ID                 string    `json:"id"`

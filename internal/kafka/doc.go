@@ -1,5 +1,5 @@
 // Package kafka reads a Kafka cluster's placement state and applies placement changes to it
-// through one of three backends ("strategies", DESIGN.md "Cluster backends"):
+// through one of three backends ("strategies"):
 //
 //   - api: AlterPartitionReassignments with the same replica set in a new order (KIP-455,
 //     Kafka 2.4+, ZooKeeper mode or KRaft), then ElectLeaders(PREFERRED).
@@ -10,7 +10,7 @@
 //     /brokers/topics/<t> that keeps every field (topic_id, adding_replicas, unknown ones),
 //     refused when a KRaft controller owns the cluster, then a controller failover by
 //     deleting /controller, then a preferred election. Only reorders: never a change of the
-//     replica set (KAFKA.md explains why).
+//     replica set.
 //
 // Every ZooKeeper write is fenced: it runs in a Multi whose first operation checks the
 // caller's lock node, so a worker that lost its lock (session expired) cannot write.

@@ -43,7 +43,7 @@ func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPa
 // /admin/reassign_partitions (only when none exists: one reassignment at a time) in a
 // transaction fenced by the caller's lock. The controller deletes the znode when every
 // listed partition has finished. Never through /brokers/topics: a controller started
-// from an edited topic znode does not start or stop replicas (KAFKA.md).
+// from an edited topic znode does not start or stop replicas.
 func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) (err error) {
 	defer func() { err = classify(err) }()
 	doc := reassignJSON{Version: 1}

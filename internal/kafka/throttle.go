@@ -22,7 +22,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 )
 
-// Replication throttle configs (KAFKA.md, "Throttling a reassignment").
+// Replication throttle configs.
 const (
 	LeaderThrottledRate       = "leader.replication.throttled.rate"
 	FollowerThrottledRate     = "follower.replication.throttled.rate"
@@ -51,7 +51,7 @@ type ThrottleSpec struct {
 
 // ThrottleKey is one dynamic config that a throttle sets, and KeptThrottle one found
 // holding someone else's value (package events: they are part of the result format and
-// of the journal; KAFKA.md, "Crash safety").
+// of the journal).
 type (
 	ThrottleKey  = events.ThrottleKey
 	KeptThrottle = events.KeptThrottle

@@ -22,7 +22,7 @@ import (
 )
 
 // Fixed addresses of the local stack. They are part of kafkamender's public interface
-// (DESIGN.md, "Local stack"): operators' scripts and the nats CLI use them as written.
+// (README, "The local stack"): operators' scripts and the nats CLI use them as written.
 const (
 	ZooKeeperAddr  = "127.0.0.1:2181"
 	KafkaChroot    = "/kafka"
@@ -98,7 +98,7 @@ func (c Cluster) Broker(id int32) (Broker, bool) {
 	return Broker{}, false
 }
 
-// Clusters returns the Kafka clusters of the local stack, as DESIGN.md's table describes.
+// Clusters returns the Kafka clusters of the local stack, as the README's table describes.
 func Clusters() []Cluster {
 	return []Cluster{
 		{
