@@ -43,9 +43,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	return m, nil
 }
 
-// observe records a finished operation's result.
+// observe records a finished operation's result. A dry run's result (planned) counts
+// only in the duration: its changes and skips are a plan, not what happened.
 func (m *Metrics) observe(res *events.Result) {
 	if m == nil || res == nil || res.Replayed {
+		return
+	}
+	if !res.StartedAt.IsZero() && !res.FinishedAt.IsZero() {
+		m.duration.WithLabelValues(res.Type, string(res.Status)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
+	}
+	if res.Status == events.StatusPlanned {
 		return
 	}
 	moved := 0
@@ -63,9 +70,6 @@ func (m *Metrics) observe(res *events.Result) {
 			code = "other"
 		}
 		m.skipped.WithLabelValues(res.Cluster, res.Type, code).Inc()
-	}
-	if !res.StartedAt.IsZero() && !res.FinishedAt.IsZero() {
-		m.duration.WithLabelValues(res.Type, string(res.Status)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
 	}
 }
 
