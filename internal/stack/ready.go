@@ -21,10 +21,18 @@ func (s *Stack) waitReady(ctx context.Context, srv server) error {
 	ctx, cancel := context.WithTimeout(ctx, s.readyTimeout)
 	defer cancel()
 	var last error
+	gone := 0
 	for {
 		pid, err := s.pid(srv)
 		if err != nil {
 			return err
+		}
+		if pid == 0 && gone < 3 {
+			// Seen once, right after a restart, without a reason found: look again
+			// before calling the process gone.
+			gone++
+			time.Sleep(200 * time.Millisecond)
+			continue
 		}
 		if pid == 0 {
 			return fmt.Errorf("%s exited while starting; last lines of %s:\n%s", srv.name, s.LogPath(srv.name), Tail(s.LogPath(srv.name), 40))
