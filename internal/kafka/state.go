@@ -199,6 +199,19 @@ func freshMetadata(ctx context.Context, cl *kgo.Client, topics []string) (*kmsg.
 	return resp, nil
 }
 
+// BrokerMetadata asks the cluster, with a request of its own, for its brokers and
+// controller (no topics). kadm's BrokerMetadata may answer from the client's metadata
+// cache, which says nothing about which brokers answer now.
+func BrokerMetadata(ctx context.Context, cl *kgo.Client) (*kmsg.MetadataResponse, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	req.Topics = []kmsg.MetadataRequestTopic{} // brokers only
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	return resp, nil
+}
+
 func topicNames(m map[string][]Partition) []string {
 	out := make([]string, 0, len(m))
 	for t := range m {

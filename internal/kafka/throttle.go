@@ -559,11 +559,9 @@ func settle(ctx context.Context, cl *kgo.Client, writes []configWrite) error {
 // some broker does not show yet. A broker that does not answer is skipped (it answers no
 // one else either); when none answers, every ref is pending.
 func topicsPending(ctx context.Context, cl *kgo.Client, refs []configRef, shown func(configRef, *string) bool) ([]string, error) {
-	mreq := kmsg.NewPtrMetadataRequest()
-	mreq.Topics = []kmsg.MetadataRequestTopic{} // brokers only
-	md, err := mreq.RequestWith(ctx, cl)
+	md, err := BrokerMetadata(ctx, cl)
 	if err != nil {
-		return refNames(refs), fmt.Errorf("metadata: %w", err)
+		return refNames(refs), err
 	}
 	var (
 		mu       sync.Mutex

@@ -34,8 +34,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
@@ -285,10 +285,7 @@ func (e *Env) waitUnlisted(t testing.TB, c stack.Cluster, id int32) {
 	t.Helper()
 	cl := e.Kafka(t, c.Name)
 	Eventually(t, 90*time.Second, func() error {
-		// A fresh request: kadm's BrokerMetadata may answer from the client's cache.
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{}
-		md, err := req.RequestWith(t.Context(), cl)
+		md, err := kafka.BrokerMetadata(t.Context(), cl)
 		if err != nil {
 			return err
 		}
@@ -347,29 +344,15 @@ func (e *Env) StopCluster(t testing.TB, cluster string) {
 	}
 }
 
-// StartCluster starts every broker of a cluster and waits until its metadata lists them all.
+// StartCluster starts every broker of a cluster and waits until its metadata lists them
+// all: Stack.Up starts every stopped server before it waits for any (a KRaft node answers
+// only once a quorum of controllers runs), and a broker is ready once listed.
 func (e *Env) StartCluster(t testing.TB, cluster string) {
 	t.Helper()
 	e.mustBeExclusive(t)
-	c := e.Cluster(t, cluster)
-	// Up starts every stopped server before it waits for any: a KRaft node answers only
-	// once a quorum of controllers runs.
 	if err := e.Stack.Up(t.Context()); err != nil {
 		t.Fatalf("start %s: %v", cluster, err)
 	}
-	cl := e.Kafka(t, cluster)
-	Eventually(t, 2*time.Minute, func() error {
-		req := kmsg.NewPtrMetadataRequest()
-		req.Topics = []kmsg.MetadataRequestTopic{}
-		md, err := req.RequestWith(t.Context(), cl)
-		if err != nil {
-			return err
-		}
-		if len(md.Brokers) != len(c.Brokers) {
-			return fmt.Errorf("metadata of %s lists %d of %d brokers", cluster, len(md.Brokers), len(c.Brokers))
-		}
-		return nil
-	})
 }
 
 // StopNATS stops nats-server gracefully (JetStream data is kept); StartNATS starts it.

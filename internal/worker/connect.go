@@ -12,11 +12,11 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 )
 
@@ -147,15 +147,12 @@ func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, err
 	return &kafkaCluster{cfg: cl, client: client}, nil
 }
 
-// probe asks the cluster for its brokers and controller, with a request of its own:
-// kadm's BrokerMetadata may answer from the client's metadata cache, which says nothing
-// about whether a broker answers now.
+// probe asks the cluster for its brokers and controller (a fresh request, not the
+// client's cache).
 func (kc *kafkaCluster) probe(ctx context.Context) (string, error) {
-	req := kmsg.NewPtrMetadataRequest()
-	req.Topics = []kmsg.MetadataRequestTopic{} // no topics: brokers and controller only
-	md, err := req.RequestWith(ctx, kc.client)
+	md, err := kafka.BrokerMetadata(ctx, kc.client)
 	if err != nil {
-		return "", fmt.Errorf("broker metadata: %w", err)
+		return "", fmt.Errorf("broker %w", err)
 	}
 	cluster := ""
 	if md.ClusterID != nil {
