@@ -110,7 +110,7 @@ func skipIfWorkersConsume(t *testing.T, js jetstream.JetStream, subject string) 
 		if info.Config.FilterSubject != "" {
 			filters = append(filters, info.Config.FilterSubject)
 		}
-		if info.NumWaiting > 0 && (len(filters) == 0 || slices.ContainsFunc(filters, func(f string) bool { return subjectMatches(f, subject) })) {
+		if info.NumWaiting > 0 && (len(filters) == 0 || slices.ContainsFunc(filters, func(f string) bool { return events.SubjectMatches(f, subject) })) {
 			t.Skipf("consumer %s of %s has %d pull requests waiting: a worker is running and would race the fake worker",
 				info.Name, events.EventsStream, info.NumWaiting)
 		}
@@ -118,23 +118,6 @@ func skipIfWorkersConsume(t *testing.T, js jetstream.JetStream, subject string) 
 	if err := lister.Err(); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// subjectMatches reports whether the subject filter (wildcards '*' and '>')
-// matches subject.
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
 }
 
 // removeTestMessages removes what the test stored in the shared streams: its
@@ -152,25 +135,6 @@ func removeTestMessages(t *testing.T, js jetstream.JetStream, eventSubject, id s
 		}
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Errorf("remove %s from stream %s: %v", subject, stream, err)
-		}
-	}
-}
-
-func TestSubjectMatches(t *testing.T) {
-	for _, tt := range []struct {
-		filter, subject string
-		want            bool
-	}{
-		{"kafkamender.events.>", "kafkamender.events.c.replica-change-requested", true},
-		{"kafkamender.events.*.replica-change-requested", "kafkamender.events.c.replica-change-requested", true},
-		{"kafkamender.events.c.replica-change-requested", "kafkamender.events.c.replica-change-requested", true},
-		{"kafkamender.events.d.>", "kafkamender.events.c.replica-change-requested", false},
-		{"kafkamender.events.*", "kafkamender.events.c.replica-change-requested", false},
-		{"kafkamender.events.c.replica-change-requested.>", "kafkamender.events.c.replica-change-requested", false},
-		{">", "a", true},
-	} {
-		if got := subjectMatches(tt.filter, tt.subject); got != tt.want {
-			t.Errorf("subjectMatches(%q, %q) = %v", tt.filter, tt.subject, got)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"mime"
+	"strings"
 	"time"
 )
 
@@ -121,6 +122,23 @@ func (e *Envelope) Validate() error {
 // on. It does not validate its arguments; see [ValidToken] and [KnownType].
 func Subject(cluster, typ string) string {
 	return EventsSubjectPrefix + "." + cluster + "." + typ
+}
+
+// SubjectMatches reports whether the subject filter (NATS wildcards: '*' one token, '>'
+// the rest, at least one) matches subject.
+func SubjectMatches(filter, subject string) bool {
+	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
+	for i, tok := range f {
+		switch {
+		case tok == ">":
+			return len(s) > i
+		case i >= len(s):
+			return false
+		case tok != "*" && tok != s[i]:
+			return false
+		}
+	}
+	return len(f) == len(s)
 }
 
 // ValidToken reports whether s can be used as one token of a NATS subject in

@@ -212,3 +212,22 @@ func TestDataField(t *testing.T) {
 		}
 	}
 }
+
+func TestSubjectMatches(t *testing.T) {
+	for _, tt := range []struct {
+		filter, subject string
+		want            bool
+	}{
+		{"kafkamender.events.>", "kafkamender.events.c.replica-change-requested", true},
+		{"kafkamender.events.*.replica-change-requested", "kafkamender.events.c.replica-change-requested", true},
+		{"kafkamender.events.c.replica-change-requested", "kafkamender.events.c.replica-change-requested", true},
+		{"kafkamender.events.d.>", "kafkamender.events.c.replica-change-requested", false},
+		{"kafkamender.events.*", "kafkamender.events.c.replica-change-requested", false},
+		{"kafkamender.events.c.replica-change-requested.>", "kafkamender.events.c.replica-change-requested", false},
+		{">", "a", true},
+	} {
+		if got := SubjectMatches(tt.filter, tt.subject); got != tt.want {
+			t.Errorf("SubjectMatches(%q, %q) = %v", tt.filter, tt.subject, got)
+		}
+	}
+}

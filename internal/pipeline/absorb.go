@@ -75,7 +75,7 @@ func (p *Pipeline) absorb(ctx context.Context, d *delivery, stored *events.Resul
 			read++
 			next = sm.Sequence + 1
 			raw := RawEvent{Subject: sm.Subject, Header: sm.Header, Data: sm.Data, Seq: sm.Sequence}
-			if !slices.ContainsFunc(filters, func(f string) bool { return subjectMatches(f, raw.Subject) }) {
+			if !slices.ContainsFunc(filters, func(f string) bool { return events.SubjectMatches(f, raw.Subject) }) {
 				end = true // another fleet's: not ours to answer, nor to pass
 				break
 			}

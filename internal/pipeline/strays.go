@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -73,7 +72,7 @@ func (p *Pipeline) sweep(ctx context.Context, firstSeen map[uint64]time.Time) er
 		}
 	}()
 	for subject := range info.State.Subjects {
-		if slices.ContainsFunc(filters, func(f string) bool { return subjectMatches(f, subject) }) {
+		if slices.ContainsFunc(filters, func(f string) bool { return events.SubjectMatches(f, subject) }) {
 			continue
 		}
 		next := info.State.FirstSeq
@@ -132,21 +131,4 @@ func (p *Pipeline) rejectStray(ctx context.Context, evs jetstream.Stream, sm *je
 		return fmt.Errorf("delete event %d: %w", raw.Seq, err)
 	}
 	return nil
-}
-
-// subjectMatches reports whether the subject filter (wildcards '*' and '>') matches
-// subject.
-func subjectMatches(filter, subject string) bool {
-	f, s := strings.Split(filter, "."), strings.Split(subject, ".")
-	for i, tok := range f {
-		switch {
-		case tok == ">":
-			return len(s) > i
-		case i >= len(s):
-			return false
-		case tok != "*" && tok != s[i]:
-			return false
-		}
-	}
-	return len(f) == len(s)
 }
