@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,6 +18,8 @@ import (
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 // rig is a bridge publishing to an in-process nats-server with the events stream.
@@ -32,27 +33,17 @@ type rig struct {
 
 func newRig(t *testing.T, maxBytes int64) *rig {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	srv, nc := testenv.InProcessNATS(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: events.EventsStream, Subjects: []string{events.EventsSubjects},
-		Retention: jetstream.WorkQueuePolicy, Duplicates: 10 * time.Minute}); err != nil {
+	// The streams as the workers create them (no consumers: no clusters).
+	pl, err := pipeline.New(nc, nil, pipeline.Config{Worker: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pl.Setup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := config.Parse([]byte(`nats: {url: "nats://127.0.0.1:4222"}
@@ -93,15 +84,7 @@ func (r *rig) post(body string) (int, string) {
 
 func (r *rig) stored() uint64 {
 	r.t.Helper()
-	s, err := r.js.Stream(r.t.Context(), events.EventsStream)
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	info, err := s.Info(r.t.Context())
-	if err != nil {
-		r.t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StreamMsgs(r.t, r.js, events.EventsStream)
 }
 
 // notification is a webhook payload of one alert.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 // env is one in-process nats-server with JetStream, for one test.
@@ -223,15 +224,7 @@ func (e *env) deadLetters(c string) (uint64, *jetstream.RawStreamMsg) {
 // eventsLeft is the number of messages in the work-queue stream.
 func (e *env) eventsLeft() uint64 {
 	e.t.Helper()
-	s, err := e.js.Stream(e.t.Context(), events.EventsStream)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	info, err := s.Info(e.t.Context())
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return info.State.Msgs
+	return testenv.StreamMsgs(e.t, e.js, events.EventsStream)
 }
 
 func (e *env) consumer() *jetstream.ConsumerInfo {

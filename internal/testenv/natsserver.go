@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // InProcessNATS starts a nats-server with JetStream inside the test process, on a random
@@ -36,4 +37,18 @@ func InProcessNATS(t testing.TB) (*server.Server, *nats.Conn) {
 	}
 	t.Cleanup(nc.Close)
 	return s, nc
+}
+
+// StreamMsgs is the number of messages stream holds.
+func StreamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	s, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
 }
