@@ -456,15 +456,7 @@ func TestAlertmanagerWebhookShedsOnce(t *testing.T) {
 	if res.Status != events.StatusSucceeded || len(res.Changes) != 3 || res.Reason != "alertmanager: broker 2 is overloaded" {
 		t.Fatalf("result of the alert's event: %s (%s), %d changes, reason %q", res.Status, res.Error, len(res.Changes), res.Reason)
 	}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		for _, p := range f.local.partitions(topic) {
-			if p.Leader == 2 {
-				return fmt.Errorf("%s still led by broker 2", p.TopicPartition)
-			}
-		}
-		return nil
-	})
-	after := f.local.partitions(topic)
+	after := f.local.shedFrom(topic, 2)
 
 	// Alertmanager's repeat: the same event id, not stored again, nothing changes.
 	code, out = a.postAlert("firing", labels, fp, startsAt)
@@ -484,11 +476,7 @@ func TestAlertmanagerWebhookShedsOnce(t *testing.T) {
 		t.Errorf("malformed webhook: %d, want 400", resp2.StatusCode)
 	}
 	f.local.oneStored(id)
-	if now := f.local.partitions(topic); !slices.EqualFunc(now, after, func(x, y kafka.Partition) bool {
-		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
-	}) {
-		t.Errorf("partitions changed after the repeat and the resolve: %v -> %v", after, now)
-	}
+	f.local.unchangedSince(topic, after, "the repeat and the resolve")
 	f.local.noLeftovers([]string{topic}, nil)
 }
 
@@ -571,15 +559,7 @@ func TestAlertmanagerToWorker(t *testing.T) {
 	if res.Status != events.StatusSucceeded || len(res.Changes) != 3 {
 		t.Fatalf("result of the alert's event: %s (%s), %d changes", res.Status, res.Error, len(res.Changes))
 	}
-	testenv.Eventually(t, 30*time.Second, func() error {
-		for _, p := range f.local.partitions(topic) {
-			if p.Leader == 2 {
-				return fmt.Errorf("%s still led by broker 2", p.TopicPartition)
-			}
-		}
-		return nil
-	})
-	after := f.local.partitions(topic)
+	after := f.local.shedFrom(topic, 2)
 
 	const duplicates = `kafkamender_alertmanager_alerts_total{outcome="duplicate"}`
 	testenv.Eventually(t, time.Minute, func() error {
@@ -598,10 +578,32 @@ func TestAlertmanagerToWorker(t *testing.T) {
 		return nil
 	})
 	f.local.oneStored(id)
-	if now := f.local.partitions(topic); !slices.EqualFunc(now, after, func(x, y kafka.Partition) bool {
+	f.local.unchangedSince(topic, after, "the re-notifications and the resolve")
+	f.local.noLeftovers([]string{topic}, nil)
+}
+
+// shedFrom waits until no partition of topic is led by broker and returns the placement.
+func (r *rig) shedFrom(topic string, broker int32) []kafka.Partition {
+	r.t.Helper()
+	var now []kafka.Partition
+	testenv.Eventually(r.t, 30*time.Second, func() error {
+		now = r.partitions(topic)
+		for _, p := range now {
+			if p.Leader == broker {
+				return fmt.Errorf("%s still led by broker %d", p.TopicPartition, broker)
+			}
+		}
+		return nil
+	})
+	return now
+}
+
+// unchangedSince checks that topic's replicas and leaders are as in before, after what.
+func (r *rig) unchangedSince(topic string, before []kafka.Partition, what string) {
+	r.t.Helper()
+	if now := r.partitions(topic); !slices.EqualFunc(now, before, func(x, y kafka.Partition) bool {
 		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
 	}) {
-		t.Errorf("partitions changed after the re-notifications and the resolve: %v -> %v", after, now)
+		r.t.Errorf("partitions changed after %s: %v -> %v", what, before, now)
 	}
-	f.local.noLeftovers([]string{topic}, nil)
 }
