@@ -318,16 +318,23 @@ func fromBinary(env *Envelope, h Header, body []byte) error {
 	return errors.Join(errs...)
 }
 
-func decodeData(typ string, data json.RawMessage) (any, error) {
-	var payload any
+// newPayload returns a new, empty data struct of events of type typ, or nil for an
+// unknown type.
+func newPayload(typ string) any {
 	switch typ {
 	case TypeBrokerOverloaded:
-		payload = &BrokerOverloaded{}
+		return &BrokerOverloaded{}
 	case TypeReplicaChangeRequested:
-		payload = &ReplicaChange{}
+		return &ReplicaChange{}
 	case TypeLogDirMoveRequested:
-		payload = &LogDirMove{}
-	default:
+		return &LogDirMove{}
+	}
+	return nil
+}
+
+func decodeData(typ string, data json.RawMessage) (any, error) {
+	payload := newPayload(typ)
+	if payload == nil {
 		return nil, fmt.Errorf("type: unknown event type %q", typ)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))

@@ -30,15 +30,11 @@ func DataField(typ, field string) (FieldKind, bool) {
 }
 
 func payloadType(typ string) reflect.Type {
-	switch typ {
-	case TypeBrokerOverloaded:
-		return reflect.TypeFor[BrokerOverloaded]()
-	case TypeReplicaChangeRequested:
-		return reflect.TypeFor[ReplicaChange]()
-	case TypeLogDirMoveRequested:
-		return reflect.TypeFor[LogDirMove]()
+	p := newPayload(typ)
+	if p == nil {
+		return nil
 	}
-	return nil
+	return reflect.TypeOf(p).Elem()
 }
 
 func kindOf(t reflect.Type) FieldKind {
