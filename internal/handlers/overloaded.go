@@ -133,11 +133,7 @@ func (h *Handlers) coolNoop(res *events.Result, broker int32, rec shedRecord) {
 // ever gets newer, so what it says holds when the lock would be taken. It reports whether
 // res is the answer.
 func (h *Handlers) coolingDown(ctx context.Context, job *pipeline.Job, req *events.BrokerOverloaded, res *events.Result) (bool, error) {
-	kv, err := h.cool.bucket(ctx)
-	if err != nil {
-		return false, err
-	}
-	rec, ok, err := h.cool.record(ctx, kv, job.Event.Cluster, *req.Broker, time.Now())
+	rec, ok, err := h.cool.shedNow(ctx, job.Event.Cluster, *req.Broker)
 	if err != nil || !ok || rec.Event == job.Event.ID {
 		return false, err
 	}
@@ -154,11 +150,7 @@ func (h *Handlers) Absorber(ctx context.Context, done *events.Event, res *events
 	if !ok || done.DryRun() || (res.Status != events.StatusSucceeded && res.Status != events.StatusNoop) {
 		return nil, nil
 	}
-	kv, err := h.cool.bucket(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rec, ok, err := h.cool.record(ctx, kv, done.Cluster, *req.Broker, time.Now())
+	rec, ok, err := h.cool.shedNow(ctx, done.Cluster, *req.Broker)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -212,7 +204,17 @@ func (c *coolDown) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 
 func coolKey(cluster string, broker int32) string { return cluster + "." + strconv.Itoa(int(broker)) }
 
-// record returns the record of broker of cluster if it was shed within the cool-down.
+// shedNow returns the record of broker of cluster if it was shed within the cool-down.
+func (c *coolDown) shedNow(ctx context.Context, cluster string, broker int32) (shedRecord, bool, error) {
+	kv, err := c.bucket(ctx)
+	if err != nil {
+		return shedRecord{}, false, err
+	}
+	return c.record(ctx, kv, cluster, broker, time.Now())
+}
+
+// record returns the record of broker of cluster if it was shed within the cool-down
+// at now.
 func (c *coolDown) record(ctx context.Context, kv jetstream.KeyValue, cluster string, broker int32, now time.Time) (shedRecord, bool, error) {
 	e, err := kv.Get(ctx, coolKey(cluster, broker))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -240,19 +242,15 @@ func (c *coolDown) recent(ctx context.Context, kv jetstream.KeyValue, cluster st
 		keys = append(keys, k)
 	}
 	for _, k := range keys {
-		e, err := kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, transient(err)
-		}
-		var r shedRecord
-		if json.Unmarshal(e.Value(), &r) != nil || now.Sub(r.At) >= c.ttl {
-			continue
-		}
 		id, err := strconv.Atoi(strings.TrimPrefix(k, cluster+"."))
-		if err == nil {
+		if err != nil {
+			continue
+		}
+		r, ok, err := c.record(ctx, kv, cluster, int32(id), now)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			out[int32(id)] = r
 		}
 	}
