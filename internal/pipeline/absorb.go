@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/synadia-io/orbit.go/jetstreamext"
 	"go.uber.org/zap"
 
@@ -132,10 +131,7 @@ func (p *Pipeline) storeAbsorbed(ctx context.Context, results []*events.Result, 
 				if own {
 					p.count(stored)
 				}
-				err = evs.DeleteMsg(ctx, seqs[i])
-				if errors.Is(err, jetstream.ErrMsgNotFound) {
-					err = nil
-				}
+				err = deleteEvent(ctx, evs, seqs[i])
 			}
 			mu.Lock()
 			defer mu.Unlock()

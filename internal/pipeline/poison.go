@@ -224,8 +224,14 @@ func (p *Pipeline) backstop(ctx context.Context, seq uint64, deliveries int, log
 	if own {
 		p.count(stored)
 	}
-	if err := evs.DeleteMsg(octx, seq); err != nil {
-		if _, gerr := evs.GetMsg(octx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+	return deleteEvent(octx, evs, seq)
+}
+
+// deleteEvent deletes the event message at stream sequence seq, whose result is stored.
+// A message another worker deleted meanwhile is done too.
+func deleteEvent(ctx context.Context, evs jetstream.Stream, seq uint64) error {
+	if err := evs.DeleteMsg(ctx, seq); err != nil {
+		if _, gerr := evs.GetMsg(ctx, seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
 			return nil // another worker deleted it
 		}
 		return fmt.Errorf("delete event %d: %w", seq, err)

@@ -124,11 +124,5 @@ func (p *Pipeline) rejectStray(ctx context.Context, evs jetstream.Stream, sm *je
 		p.log.Warn("event rejected: no consumer takes it", zap.String("subject", raw.Subject), zap.Uint64("seq", raw.Seq),
 			zap.String("id", stored.ID), zap.String("error", stored.Error))
 	}
-	if err := evs.DeleteMsg(ctx, raw.Seq); err != nil {
-		if _, gerr := evs.GetMsg(ctx, raw.Seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-			return nil // another worker deleted it
-		}
-		return fmt.Errorf("delete event %d: %w", raw.Seq, err)
-	}
-	return nil
+	return deleteEvent(ctx, evs, raw.Seq)
 }
