@@ -179,3 +179,70 @@ func TestStrayEventRejected(t *testing.T) {
 	}
 	e.eventually("strays removed from the stream", func() bool { return e.eventsLeft() == 0 })
 }
+
+// absorbing is a handler whose result answers every later event of the cluster.
+type absorbing struct{ ran calls }
+
+func (a *absorbing) Handle(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
+	a.ran.inc()
+	return &events.Result{Status: events.StatusSucceeded}, nil
+}
+
+func (a *absorbing) Absorber(ctx context.Context, done *events.Event, res *events.Result) (func(*events.Event, time.Time) *events.Result, error) {
+	return func(next *events.Event, now time.Time) *events.Result {
+		return &events.Result{Status: events.StatusNoop, PreviousEvent: done.ID}
+	}, nil
+}
+
+// A worker killed while answering a storm in bulk leaves results stored for some events
+// whose messages are still in the stream, and the acting event unacknowledged. The next
+// worker replays what is stored and answers the rest: every event has exactly one result,
+// the stored ones unchanged, and nothing is left in the stream.
+func TestKilledMidAbsorbLeavesOneResultEach(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := config(t)
+	e.setup(cfg)
+	var ids []string
+	for i := range 60 {
+		ids = append(ids, fmt.Sprintf("ev-storm-%02d", i))
+		e.publish(ids[i])
+	}
+	// What the killed worker stored: the acting event's result and the first 20 answers.
+	results, err := pipeline.NewResults(t.Context(), e.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]string{}
+	for i, id := range ids[:21] {
+		res := &events.Result{ID: id, Type: evType, Cluster: cluster, Status: events.StatusNoop, PreviousEvent: ids[0], Worker: "killed", Attempt: 1}
+		if i == 0 {
+			res.Status, res.PreviousEvent = events.StatusSucceeded, ""
+		}
+		if _, _, err := results.Publish(t.Context(), res); err != nil {
+			t.Fatal(err)
+		}
+		before[id] = string(res.Status)
+	}
+
+	h := &absorbing{}
+	p, err := pipeline.New(e.connect(), map[string]pipeline.Handler{evType: h}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	for _, id := range ids {
+		res := e.waitResult(id) // exactly one stored
+		if status, ok := before[id]; ok && (res.Worker != "killed" || string(res.Status) != status) {
+			t.Errorf("%s: the stored result changed: %+v", id, res)
+		}
+	}
+	if n := h.ran.get(); n != 1 {
+		t.Errorf("handler ran %d times; want once (the first event without a result), the rest answered by it", n)
+	}
+	e.waitSettled()
+}
