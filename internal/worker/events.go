@@ -70,17 +70,13 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		agreed.Backend = locks.ZK(lk)
 		lockSessions[kc.cfg.Name] = sess
 	}
-	metrics, err := handlers.NewMetrics(w.registry)
-	if err != nil {
-		return nil, err
-	}
 	bo, rf := cfg.BrokerOverloaded, cfg.ReplicationFactor
 	h, err := handlers.New(handlers.Config{
 		Clusters: clusters,
 		Journal:  journal.New(js),
 		JS:       js,
 		Logger:   w.logger.Named("handlers"),
-		Metrics:  metrics,
+		Metrics:  w.metrics,
 		RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
 			ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal, ThrottleSettle: rf.ThrottleSettle},
 		LogDir: handlers.LogDirOptions{Throttle: cfg.LogDir.ThrottleBytesPerSec, Timeout: cfg.LogDir.Timeout,
@@ -104,7 +100,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		MaxAttempts:    cfg.NATS.MaxAttempts,
 		CanServe:       w.canServe(lockSessions),
 		Logger:         w.logger,
-		Registerer:     w.registry,
+		Metrics:        w.metrics,
 	})
 }
 
