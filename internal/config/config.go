@@ -582,15 +582,15 @@ func checkNATSURLs(s string) error {
 	for raw := range strings.SplitSeq(s, ",") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
-			errs = append(errs, fmt.Errorf("%q: empty URL in list", s))
+			errs = append(errs, fmt.Errorf("%q: empty URL in list", redactNATSURLs(s)))
 			continue
 		}
 		u, err := url.Parse(raw)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%q: cannot parse", raw))
+			errs = append(errs, fmt.Errorf("%q: cannot parse", redactNATSURL(raw)))
 			continue
 		}
-		shown := u.Redacted()
+		shown := redactNATSURL(raw)
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		case "":
@@ -615,6 +615,40 @@ func checkNATSURLs(s string) error {
 		errs = append(errs, errors.New("cannot mix websocket (ws, wss) and other URLs"))
 	}
 	return errors.Join(errs...)
+}
+
+// redactNATSURL shows a NATS URL without its credentials, for error messages: a password
+// becomes xxxxx (user:xxxxx@, as [url.URL.Redacted] shows it), and so does a user without
+// a password, which is how NATS URLs carry a token (nats://token@host). A URL that does not
+// parse loses whatever precedes its last '@' after the scheme.
+func redactNATSURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		at := strings.LastIndexByte(raw, '@')
+		if at < 0 {
+			return raw
+		}
+		if i := strings.Index(raw, "://"); i >= 0 && i < at {
+			return raw[:i+3] + "xxxxx" + raw[at:]
+		}
+		return "xxxxx" + raw[at:]
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return u.Redacted()
+		}
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
+}
+
+// redactNATSURLs redacts each URL of a comma-separated list.
+func redactNATSURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactNATSURL(p)
+	}
+	return strings.Join(parts, ",")
 }
 
 // problems collects validation errors, each tagged with its field path.
