@@ -11,6 +11,7 @@ import (
 )
 
 func TestLoadValidExample(t *testing.T) {
+	clearEnv(t)
 	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -516,6 +517,7 @@ clusters:
 }
 
 func TestValidateAfterChange(t *testing.T) {
+	clearEnv(t)
 	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -528,6 +530,7 @@ func TestValidateAfterChange(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	clearEnv(t)
 	dir := t.TempDir()
 
 	_, err := Load(filepath.Join(dir, "missing.yaml"))
