@@ -11,6 +11,7 @@ import (
 )
 
 func TestLoadValidExample(t *testing.T) {
+	clearEnv(t)
 	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -269,6 +270,21 @@ clusters:
 			want: []string{`nats.url: "nats://me:xxxxx@127.0.0.1:99999": bad port "99999"`},
 		},
 		{
+			name: "nats url bad port, token redacted",
+			yaml: "nats:\n  url: nats://s3cr3t@127.0.0.1:99999\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://xxxxx@127.0.0.1:99999": bad port "99999"`},
+		},
+		{
+			name: "nats url that does not parse, password redacted",
+			yaml: "nats:\n  url: \"nats://me:s3cr3t@127.0.0.1:4222/%zz\"\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://xxxxx@127.0.0.1:4222/%zz": cannot parse`},
+		},
+		{
+			name: "nats url list with an empty entry, credentials redacted",
+			yaml: "nats:\n  url: nats://me:s3cr3t@a:4222,,nats://t0ken@b:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://me:xxxxx@a:4222,,nats://xxxxx@b:4222": empty URL in list`},
+		},
+		{
 			name: "nats url list with a bad entry",
 			yaml: "nats:\n  url: nats://a:4222,,nats://b:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
 			want: []string{`nats.url: "nats://a:4222,,nats://b:4222": empty URL in list`},
@@ -501,6 +517,7 @@ clusters:
 }
 
 func TestValidateAfterChange(t *testing.T) {
+	clearEnv(t)
 	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -513,6 +530,7 @@ func TestValidateAfterChange(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	clearEnv(t)
 	dir := t.TempDir()
 
 	_, err := Load(filepath.Join(dir, "missing.yaml"))
