@@ -622,7 +622,7 @@ func checkNATSURLs(s string) error {
 	for raw := range strings.SplitSeq(s, ",") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
-			errs = append(errs, fmt.Errorf("%q: empty URL in list", redactNATSURLs(s)))
+			errs = append(errs, fmt.Errorf("%q: empty URL in list", RedactNATSURLs(s)))
 			continue
 		}
 		u, err := url.Parse(raw)
@@ -683,7 +683,7 @@ func redactNATSURL(raw string) string {
 }
 
 // redactNATSURLs redacts each URL of a comma-separated list.
-func redactNATSURLs(s string) string {
+func RedactNATSURLs(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {
 		parts[i] = redactNATSURL(p)

@@ -623,3 +623,16 @@ func TestParseNATSLockWithoutZooKeeper(t *testing.T) {
 		t.Errorf("backends a=%q b=%q, needs lock zookeeper %v", cfg.LockBackend("a"), cfg.LockBackend("b"), cfg.NeedsLockZooKeeper())
 	}
 }
+
+func TestRedactNATSURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://u:secret@a:4222,nats://b:4222": "nats://u:xxxxx@a:4222,nats://b:4222",
+		"nats://s3cr3t-token@a:4222":           "nats://xxxxx@a:4222",
+		"nats://a:4222":                        "nats://a:4222",
+	} {
+		got := RedactNATSURLs(in)
+		if got != want {
+			t.Errorf("RedactNATSURLs(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -498,3 +498,17 @@ func (e *Env) flock(t testing.TB, name string) {
 		f.Close()
 	})
 }
+
+// WorkerEnv is the environment of a worker process a test starts: the test's own, less
+// any KAFKAMENDER_ variable (a developer's shell may export one, such as
+// KAFKAMENDER_NATS_URL, which would override the test's configuration), plus extra
+// ("NAME=value" entries).
+func WorkerEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KAFKAMENDER_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}

@@ -315,9 +315,10 @@ func (w *Worker) logStartup(addr string) {
 		zap.String("worker", cfg.Worker.ID),
 		zap.String("version", w.version),
 		zap.String("http", addr),
-		zap.String("nats", redactURLs(cfg.NATS.URL)),
+		zap.String("nats", config.RedactNATSURLs(cfg.NATS.URL)),
 		zap.String("lock_zookeeper", cfg.Lock.ZooKeeper),
 		zap.String("lock_root", cfg.Lock.Root),
 		zap.Any("clusters", clusters),
+		zap.Strings("config_from_env", cfg.EnvOverrides), // names only: values may be secrets
 	)
 }
