@@ -226,6 +226,16 @@ clusters:
 			want: []string{`clusters.local: want a mapping, got a list (line 8)`},
 		},
 		{
+			name: "lock backend not a string",
+			yaml: `
+nats:
+  url: nats://127.0.0.1:4222
+lock:
+  backend: [nats]
+`,
+			want: []string{`lock.backend: want a string, got a list (line 5)`},
+		},
+		{
 			name: "clusters not a mapping",
 			yaml: base + `
 clusters: [local]
