@@ -40,6 +40,20 @@ func envSegment(s string) string {
 	}, s)
 }
 
+// WithoutOverrides returns environ ("NAME=value" entries) less the variables that would
+// override configuration (KAFKAMENDER_ ones other than the test hooks): the environment of
+// a worker whose configuration must come from its file alone, as tests and the demo start.
+func WithoutOverrides(environ []string) []string {
+	out := make([]string, 0, len(environ))
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, envPrefix) || nonConfigEnv(name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // nonConfigEnv reports whether name is a KAFKAMENDER_ variable that is not
 // configuration, which ParseEnv leaves alone rather than calling it unknown:
 // the fault-test hooks of the worker.

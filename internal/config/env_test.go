@@ -451,3 +451,11 @@ func TestEnvSchema(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutOverrides(t *testing.T) {
+	got := WithoutOverrides([]string{"PATH=/bin", "KAFKAMENDER_NATS_URL=nats://x", "KAFKAMENDER_PAUSE_AT=copying", "NATS_URL=nats://y", "KAFKAMENDER_NOPE="})
+	want := []string{"PATH=/bin", "KAFKAMENDER_PAUSE_AT=copying", "NATS_URL=nats://y"}
+	if !slices.Equal(got, want) {
+		t.Errorf("WithoutOverrides = %q, want %q", got, want)
+	}
+}

@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -500,15 +501,9 @@ func (e *Env) flock(t testing.TB, name string) {
 }
 
 // WorkerEnv is the environment of a worker process a test starts: the test's own, less
-// any KAFKAMENDER_ variable (a developer's shell may export one, such as
+// the variables that override configuration (a developer's shell may export one, such as
 // KAFKAMENDER_NATS_URL, which would override the test's configuration), plus extra
 // ("NAME=value" entries).
 func WorkerEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "KAFKAMENDER_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
+	return append(config.WithoutOverrides(os.Environ()), extra...)
 }

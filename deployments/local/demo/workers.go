@@ -96,15 +96,23 @@ type worker struct {
 
 // startWorker starts bin/worker with the configuration at cfgPath, its output to logPath.
 func startWorker(name, cfgPath, logPath string) (*worker, error) {
-	cfg, err := config.Load(cfgPath)
+	// The workers' configuration is their file's: a KAFKAMENDER_ variable of the shell
+	// (KAFKAMENDER_HTTP_LISTEN, say) would put both on one address.
+	env := config.WithoutOverrides(os.Environ())
+	data, err := os.ReadFile(cfgPath)
 	if err != nil {
 		return nil, err
+	}
+	cfg, err := config.ParseEnv(data, env)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfgPath, err)
 	}
 	out, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command("bin/worker", "--config", cfgPath)
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		out.Close()
