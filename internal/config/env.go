@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,16 +56,23 @@ func WithoutOverrides(environ []string) []string {
 }
 
 // nonConfigEnv reports whether name is a KAFKAMENDER_ variable that is not
-// configuration, which ParseEnv leaves alone rather than calling it unknown:
-// the fault-test hooks of the worker.
+// configuration, which ParseEnv leaves alone rather than calling it unknown: the
+// fault-test hooks of the worker, and the variables Kubernetes gives every pod for each
+// Service of its namespace (service links), which a Service named kafkamender or
+// kafkamender-<anything> makes KAFKAMENDER_ ones.
 func nonConfigEnv(name string) bool {
 	switch name {
 	case "KAFKAMENDER_PAUSE_AT", // worker.PauseEnv: stop the worker at a handler step
 		"KAFKAMENDER_LOGDIR_KILL_AT": // logdir.KillEnv: kill "worker logdir" at a step
 		return true
 	}
-	return false
+	return serviceLinkRE.MatchString(name)
 }
+
+// serviceLinkRE matches the variables of a Kubernetes service link: <SVC>_SERVICE_HOST,
+// <SVC>_SERVICE_PORT[_<PORT NAME>], <SVC>_PORT and <SVC>_PORT_<port>_<PROTOCOL>[_PROTO|_PORT|_ADDR].
+// No configuration path ends that way.
+var serviceLinkRE = regexp.MustCompile(`^KAFKAMENDER_(?:[A-Z0-9_]*_)?(?:SERVICE_HOST|SERVICE_PORT(?:_[A-Z0-9_]+)?|PORT(?:_[0-9]+_(?:TCP|UDP|SCTP)(?:_PROTO|_PORT|_ADDR)?)?)$`)
 
 // setting is one field of the configuration, found by walking the yaml tags of Config.
 type setting struct {

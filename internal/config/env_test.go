@@ -459,3 +459,28 @@ func TestWithoutOverrides(t *testing.T) {
 		t.Errorf("WithoutOverrides = %q, want %q", got, want)
 	}
 }
+
+// The variables Kubernetes gives a pod for a Service named kafkamender (or
+// kafkamender-<x>) are no configuration: a worker must start in such a namespace. And no
+// configuration variable looks like one.
+func TestServiceLinksAreNotConfiguration(t *testing.T) {
+	data := []byte("nats:\n  url: nats://127.0.0.1:4222\nlock:\n  zookeeper: 127.0.0.1:2181\nclusters:\n  local:\n    bootstrap_servers: [127.0.0.1:19092]\n")
+	links := []string{
+		"KAFKAMENDER_SERVICE_HOST=10.0.0.1", "KAFKAMENDER_SERVICE_PORT=8080", "KAFKAMENDER_SERVICE_PORT_HTTP=8080",
+		"KAFKAMENDER_PORT=tcp://10.0.0.1:8080", "KAFKAMENDER_PORT_8080_TCP=tcp://10.0.0.1:8080",
+		"KAFKAMENDER_PORT_8080_TCP_PROTO=tcp", "KAFKAMENDER_PORT_8080_TCP_PORT=8080", "KAFKAMENDER_PORT_8080_TCP_ADDR=10.0.0.1",
+		"KAFKAMENDER_WORKERS_SERVICE_HOST=10.0.0.2", "KAFKAMENDER_WORKERS_PORT_8080_TCP=tcp://10.0.0.2:8080",
+	}
+	cfg, err := ParseEnv(data, links)
+	if err != nil {
+		t.Fatalf("service-link variables: %v", err)
+	}
+	if len(cfg.EnvOverrides) != 0 {
+		t.Errorf("applied %v", cfg.EnvOverrides)
+	}
+	for _, s := range schemaSettings() {
+		if s.env != "" && nonConfigEnv(s.env) {
+			t.Errorf("%s (%s) would be taken for a service link", s.env, s.path)
+		}
+	}
+}
