@@ -646,69 +646,16 @@ func typeNamed(e ast.Expr, name string) bool {
 	return false
 }
 
-// structTags returns the JSON names of the fields of the struct type name declared in the
-// non-test Go files of dir (a package this one must not import), sorted.
-func structTags(t testing.TB, dir, name string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, path := range files {
-		if strings.HasSuffix(path, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, decl := range f.Decls {
-			gd, ok := decl.(*ast.GenDecl)
-			if !ok {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				ts, ok := spec.(*ast.TypeSpec)
-				if !ok || ts.Name.Name != name {
-					continue
-				}
-				st, ok := ts.Type.(*ast.StructType)
-				if !ok {
-					t.Fatalf("%s.%s is not a struct", dir, name)
-				}
-				var out []string
-				for _, field := range st.Fields.List {
-					if field.Tag == nil {
-						continue
-					}
-					tag, err := strconv.Unquote(field.Tag.Value)
-					if err != nil {
-						t.Fatal(err)
-					}
-					json, _, _ := strings.Cut(reflect.StructTag(tag).Get("json"), ",")
-					if json != "" && json != "-" {
-						out = append(out, json)
-					}
-				}
-				slices.Sort(out)
-				return out
-			}
-		}
-	}
-	t.Fatalf("no type %s in %s", name, dir)
-	return nil
-}
-
-// The progress schema names exactly the fields of handlers.Progress, which the workers
-// publish (read from the source: package events imports no handler).
-func TestProgressSchemaMatchesHandlers(t *testing.T) {
+// The progress schema names exactly the fields of Progress, which the workers publish.
+func TestProgressSchemaMatchesProgress(t *testing.T) {
 	doc := rawSchema(t, "progress.json")
-	fields := structTags(t, "../handlers", "Progress")
+	fields, _ := jsonFields(reflect.TypeFor[Progress]())
+	slices.Sort(fields)
 	if got := sortedKeys(doc["properties"].(map[string]any)); !slices.Equal(got, fields) {
-		t.Errorf("progress.json properties %v, want the fields of handlers.Progress %v", got, fields)
+		t.Errorf("progress.json properties %v, want the fields of Progress %v", got, fields)
 	}
 	if got := stringList(doc["required"]); !slices.Equal(got, fields) {
-		t.Errorf("progress.json required %v, want every field of handlers.Progress %v", got, fields)
+		t.Errorf("progress.json required %v, want every field of Progress %v", got, fields)
 	}
 }
 
