@@ -13,19 +13,13 @@ import (
 	"os"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/kafkamender/kafkamender/internal/events"
 )
 
-// progressReport is a progress report of a replica copy, as the worker
-// publishes it (handlers.Progress; the event id is left out: the subject
-// names it).
-type progressReport struct {
-	Batch           int   `json:"batch"`
-	Batches         int   `json:"batches"`
-	PartitionsDone  int   `json:"partitions_done"`
-	PartitionsTotal int   `json:"partitions_total"`
-	BytesCopied     int64 `json:"bytes_copied"`
-	BytesExpected   int64 `json:"bytes_expected"`
-}
+// progressReport is a progress report of a copy, as the worker publishes it (the
+// contract's events.Progress), with the emitter's ways of showing it.
+type progressReport events.Progress
 
 // parseProgress reads a progress report of a replica copy: a JSON object with
 // partitions_total. ok is false for any other payload.

@@ -40,7 +40,7 @@ func TestParseProgress(t *testing.T) {
 		want progressReport
 	}{
 		{`{"id":"ev-1","batch":2,"batches":3,"partitions_done":3,"partitions_total":8,"bytes_copied":10,"bytes_expected":20}`, true,
-			progressReport{Batch: 2, Batches: 3, PartitionsDone: 3, PartitionsTotal: 8, BytesCopied: 10, BytesExpected: 20}},
+			progressReport{ID: "ev-1", Batch: 2, Batches: 3, PartitionsDone: 3, PartitionsTotal: 8, BytesCopied: 10, BytesExpected: 20}},
 		{`{"partitions_total":4,"new_field":"tolerated"}`, true, progressReport{PartitionsTotal: 4}},
 		{`{"id":"ev-1","step":"plan","partitions":1}`, false, progressReport{}},
 		{`{"partitions_total":"four"}`, false, progressReport{}},

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -337,6 +339,9 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 	if payload == nil {
 		return nil, fmt.Errorf("type: unknown event type %q", typ)
 	}
+	if err := exactFieldNames(typ, data); err != nil {
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(payload); err != nil {
@@ -355,6 +360,46 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 		err = p.validate()
 	}
 	return payload, err
+}
+
+// exactFieldNames rejects every member of data whose name is not exactly the name of a
+// field of events of type typ. encoding/json matches member names to fields without regard
+// to case ("Broker", even "ſtrategy" with a long s, would set a field), which
+// DisallowUnknownFields lets through; the contract names each field exactly, and a name that
+// is almost right is a typo to reject, not one to guess at.
+func exactFieldNames(typ string, data json.RawMessage) error {
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return nil // not an object: the decoding that follows says so
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		if _, ok := DataField(typ, name); ok {
+			continue
+		}
+		if like := fieldLike(typ, name); like != "" {
+			errs = append(errs, fmt.Errorf("data: unknown field %q (field names are case-sensitive: %q)", name, like))
+		} else {
+			errs = append(errs, fmt.Errorf("data: unknown field %q", name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fieldLike returns the JSON name of the data field of events of type typ that name
+// matches without regard to case, or "".
+func fieldLike(typ, name string) string {
+	t := payloadType(typ)
+	if t == nil {
+		return ""
+	}
+	for i := range t.NumField() {
+		field, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if strings.EqualFold(field, name) {
+			return field
+		}
+	}
+	return ""
 }
 
 // dataError names the field of a JSON decoding error.

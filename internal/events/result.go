@@ -78,3 +78,16 @@ func (r *Result) AddNote(s string) {
 	}
 	r.Note += s
 }
+
+// Progress is a progress report of a copy (a replication-factor change's new replicas, or
+// a log-dir move's future replicas), published on kafkamender.progress.<id> while it runs.
+// Progress reports are not stored: they are for whoever waits.
+type Progress struct {
+	ID              string `json:"id"`
+	Batch           int    `json:"batch"`
+	Batches         int    `json:"batches"`
+	PartitionsDone  int    `json:"partitions_done"`
+	PartitionsTotal int    `json:"partitions_total"`
+	BytesCopied     int64  `json:"bytes_copied"`
+	BytesExpected   int64  `json:"bytes_expected"`
+}

@@ -64,16 +64,8 @@ func (o *RFOptions) defaults() {
 	}
 }
 
-// Progress is published on kafkamender.progress.<id> while replicas copy.
-type Progress struct {
-	ID              string `json:"id"`
-	Batch           int    `json:"batch"`
-	Batches         int    `json:"batches"`
-	PartitionsDone  int    `json:"partitions_done"`
-	PartitionsTotal int    `json:"partitions_total"`
-	BytesCopied     int64  `json:"bytes_copied"`
-	BytesExpected   int64  `json:"bytes_expected"`
-}
+// Progress is the progress report of a copy (events.Progress, part of the contract).
+type Progress = events.Progress
 
 // rfTask raises or lowers a topic's replication factor: append (only the new replicas copy
 // data, leadership stays) or trim (out-of-sync first, never the leader), throttled, in

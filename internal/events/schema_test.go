@@ -1,0 +1,1070 @@
+package events
+
+// The machine-readable contract (docs/asyncapi.yaml and the JSON Schemas of docs/schemas)
+// kept true: every JSON example of the docs validates against its schema and decodes; the
+// schemas name exactly the fields of the Go types; and the schemas agree with the decoder
+// one way: an event a schema rejects, Decode rejects too (so a producer that validates
+// against the schemas never holds back an event the workers would take).
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// repoRoot is the directory of go.mod above the test's working directory.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func docsDir(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(repoRoot(t), "docs")
+}
+
+// schemaSet compiles the schemas of docs/schemas on demand, by their path relative to
+// docs/ ("schemas/result.json", "schemas/result.json#/$defs/change").
+type schemaSet struct {
+	docs     string
+	mu       sync.Mutex
+	compiler *jsonschema.Compiler
+	compiled map[string]*jsonschema.Schema
+}
+
+func newSchemaSet(t testing.TB) *schemaSet {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	return &schemaSet{docs: docsDir(t), compiler: c, compiled: map[string]*jsonschema.Schema{}}
+}
+
+func (s *schemaSet) get(t testing.TB, ref string) *jsonschema.Schema {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if sch, ok := s.compiled[ref]; ok {
+		return sch
+	}
+	file, frag, _ := strings.Cut(ref, "#")
+	loc := "file://" + filepath.ToSlash(filepath.Join(s.docs, filepath.FromSlash(file)))
+	if frag != "" {
+		loc += "#" + frag
+	}
+	sch, err := s.compiler.Compile(loc)
+	if err != nil {
+		t.Fatalf("compile %s: %v", ref, err)
+	}
+	s.compiled[ref] = sch
+	return sch
+}
+
+// validate checks the JSON document raw against the schema ref; a document that is not
+// JSON is an error too.
+func (s *schemaSet) validate(t testing.TB, ref string, raw []byte) error {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return fmt.Errorf("not JSON: %w", err)
+	}
+	return s.get(t, ref).Validate(v)
+}
+
+func eventSchema(typ string) string { return "schemas/event-" + typ + ".json" }
+func dataSchema(typ string) string  { return "schemas/data-" + typ + ".json" }
+
+const (
+	resultSchema            = "schemas/result.json"
+	changeSchema            = "schemas/result.json#/$defs/change"
+	progressSchema          = "schemas/progress.json"
+	deadLetterSchema        = "schemas/dead-letter.json"
+	deadLetterHeadersSchema = "schemas/dead-letter-headers.json"
+	eventHeadersSchema      = "schemas/event-headers.json"
+)
+
+var schemaDecodeOptions = DecodeOptions{Clusters: []string{"local"}}
+
+// A docExample is one fenced ```json block of a Markdown file of docs/.
+type docExample struct {
+	file string // relative to docs/
+	line int    // of the opening fence
+	body string
+}
+
+func (e docExample) String() string { return fmt.Sprintf("docs/%s:%d", e.file, e.line) }
+
+var jsonFence = regexp.MustCompile("(?m)^```json[ \t]*\n")
+
+func docExamples(t testing.TB) []docExample {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(docsDir(t), "*.md"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no docs/*.md: %v", err)
+	}
+	var out []docExample
+	for _, path := range files {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(raw)
+		for _, loc := range jsonFence.FindAllStringIndex(text, -1) {
+			rest := text[loc[1]:]
+			end := strings.Index(rest, "\n```")
+			if end < 0 {
+				t.Fatalf("docs/%s: unterminated ```json block", filepath.Base(path))
+			}
+			out = append(out, docExample{
+				file: filepath.Base(path),
+				line: strings.Count(text[:loc[0]], "\n") + 1,
+				body: rest[:end+1],
+			})
+		}
+	}
+	return out
+}
+
+// The kinds of JSON example in the docs.
+const (
+	kindEvent    = "event"
+	kindResult   = "result"
+	kindChange   = "change" // one element of a result's changes
+	kindProgress = "progress"
+)
+
+// skippedExamples are the JSON examples of docs/ that are no message of the NATS contract,
+// each with the reason; a key is the file and a string only that example contains.
+var skippedExamples = map[[2]string]string{
+	{"alertmanager.md", `"published":`}: "the HTTP response of the worker's Alertmanager webhook, not a NATS message",
+}
+
+// classify says what a JSON example of the docs is, by the members it has.
+func classify(body string) string {
+	var members map[string]json.RawMessage
+	if json.Unmarshal([]byte(body), &members) != nil {
+		return ""
+	}
+	has := func(name string) bool { _, ok := members[name]; return ok }
+	switch {
+	case has("specversion"):
+		return kindEvent
+	case has("status") && has("worker"):
+		return kindResult
+	case has("partitions_total"):
+		return kindProgress
+	case has("replicas_before") && has("leader_after"):
+		return kindChange
+	}
+	return ""
+}
+
+// Every JSON example of docs/*.md is a message of the contract that validates against its
+// schema and that the Go side reads (events: Decode; results: strictly into Result), or is
+// skipped on purpose with a reason.
+func TestDocExamplesMatchSchemas(t *testing.T) {
+	s := newSchemaSet(t)
+	examples := docExamples(t)
+	skipsUsed := map[[2]string]int{}
+	kinds := map[string]int{}
+	for _, ex := range examples {
+		t.Run(ex.String(), func(t *testing.T) {
+			for key, reason := range skippedExamples {
+				if key[0] == ex.file && strings.Contains(ex.body, key[1]) {
+					skipsUsed[key]++
+					t.Skipf("not a message of the contract: %s", reason)
+				}
+			}
+			kind := classify(ex.body)
+			kinds[kind]++
+			checkExample(t, s, kind, []byte(ex.body))
+		})
+	}
+	for key := range skippedExamples {
+		if skipsUsed[key] != 1 {
+			t.Errorf("skipped example %q of docs/%s matched %d examples, want 1", key[1], key[0], skipsUsed[key])
+		}
+	}
+	// The contract shows an example of each (a guard against the extraction finding nothing).
+	for _, kind := range []string{kindEvent, kindResult, kindChange, kindProgress} {
+		if kinds[kind] == 0 {
+			t.Errorf("no %s example found in docs/*.md", kind)
+		}
+	}
+}
+
+// checkExample validates a JSON example of the given kind against its schema and reads it
+// as the Go side does.
+func checkExample(t *testing.T, s *schemaSet, kind string, body []byte) {
+	t.Helper()
+	switch kind {
+	case kindEvent:
+		var head struct{ Type string }
+		if err := json.Unmarshal(body, &head); err != nil || !KnownType(head.Type) {
+			t.Fatalf("event of unknown type %q (%v):\n%s", head.Type, err, body)
+		}
+		if err := s.validate(t, eventSchema(head.Type), body); err != nil {
+			t.Errorf("schema rejects the example: %v\n%s", err, body)
+		}
+		if _, err := Decode(Subject("local", head.Type), nil, body, schemaDecodeOptions); err != nil {
+			t.Errorf("Decode rejects the example: %v\n%s", err, body)
+		}
+	case kindResult:
+		if err := s.validate(t, resultSchema, body); err != nil {
+			t.Errorf("schema rejects the example: %v\n%s", err, body)
+		}
+		var res Result
+		if err := decodeStrict(body, &res); err != nil {
+			t.Errorf("the example is no Result: %v\n%s", err, body)
+		}
+	case kindChange:
+		if err := s.validate(t, changeSchema, body); err != nil {
+			t.Errorf("schema rejects the example: %v\n%s", err, body)
+		}
+		var ch Change
+		if err := decodeStrict(body, &ch); err != nil {
+			t.Errorf("the example is no Change: %v\n%s", err, body)
+		}
+	case kindProgress:
+		if err := s.validate(t, progressSchema, body); err != nil {
+			t.Errorf("schema rejects the example: %v\n%s", err, body)
+		}
+	default:
+		t.Fatalf("unclassified JSON example: make it an event, result, change or progress report, or add it to skippedExamples with the reason:\n%s", body)
+	}
+}
+
+// decodeStrict decodes raw into v, refusing members v has no field for, and members that
+// name a field in another case.
+func decodeStrict(raw []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	back, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	// Every member name of raw must come back (omitted zero values aside) exactly.
+	return sameNames(raw, back)
+}
+
+// sameNames reports a member name of raw (at any depth) that the re-encoded back lacks,
+// other than those back leaves out for being empty.
+func sameNames(raw, back []byte) error {
+	var a, b any
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(back, &b); err != nil {
+		return err
+	}
+	var walk func(path string, a, b any) error
+	walk = func(path string, a, b any) error {
+		switch a := a.(type) {
+		case map[string]any:
+			bm, _ := b.(map[string]any)
+			for k, av := range a {
+				bv, ok := bm[k]
+				if !ok {
+					if isEmpty(av) {
+						continue
+					}
+					return fmt.Errorf("%s.%s: no such field (names are case-sensitive)", path, k)
+				}
+				if err := walk(path+"."+k, av, bv); err != nil {
+					return err
+				}
+			}
+		case []any:
+			bs, _ := b.([]any)
+			for i := range min(len(a), len(bs)) {
+				if err := walk(fmt.Sprintf("%s[%d]", path, i), a[i], bs[i]); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	return walk("", a, b)
+}
+
+func isEmpty(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case bool:
+		return !v
+	case float64:
+		return v == 0
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
+	}
+	return false
+}
+
+// toJSON encodes v (Go values, or YAML data) as JSON.
+func toJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// rawSchema reads a schema file of docs/schemas as plain JSON.
+func rawSchema(t testing.TB, name string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(docsDir(t), "schemas", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("schemas/%s: %v", name, err)
+	}
+	return m
+}
+
+// schemaNode returns the object at the JSON pointer ptr ("/$defs/change") of a schema.
+func schemaNode(t testing.TB, doc map[string]any, ptr string) map[string]any {
+	t.Helper()
+	cur := doc
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		if tok == "" {
+			continue
+		}
+		next, ok := cur[strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)].(map[string]any)
+		if !ok {
+			t.Fatalf("no object at %s", ptr)
+		}
+		cur = next
+	}
+	return cur
+}
+
+// deref follows a local "$ref" ("#/$defs/x") of a schema node within doc.
+func deref(t testing.TB, doc, n map[string]any) map[string]any {
+	t.Helper()
+	if ref, ok := n["$ref"].(string); ok && strings.HasPrefix(ref, "#/") {
+		return schemaNode(t, doc, ref[1:])
+	}
+	return n
+}
+
+func sortedKeys(m map[string]any) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func stringList(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case string:
+		out = []string{v}
+	case []any:
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// jsonFields lists the JSON names of a struct type's fields (embedded structs flattened)
+// and those it always writes (no omitempty or omitzero).
+func jsonFields(t reflect.Type) (names, always []string) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if f.Anonymous && tag == "" {
+			n, a := jsonFields(f.Type)
+			names, always = append(names, n...), append(always, a...)
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		names = append(names, name)
+		if !strings.Contains(opts, "omitempty") && !strings.Contains(opts, "omitzero") {
+			always = append(always, name)
+		}
+	}
+	slices.Sort(names)
+	slices.Sort(always)
+	return names, always
+}
+
+// checkObjectSchema compares the properties and required members of the object schema n
+// with the JSON fields of the Go type typ.
+func checkObjectSchema(t *testing.T, where string, n map[string]any, typ reflect.Type) {
+	t.Helper()
+	names, always := jsonFields(typ)
+	props, _ := n["properties"].(map[string]any)
+	if got := sortedKeys(props); !slices.Equal(got, names) {
+		t.Errorf("%s: properties %v, want the fields of %s: %v", where, got, typ, names)
+	}
+	if got := stringList(n["required"]); !slices.Equal(got, always) {
+		t.Errorf("%s: required %v, want the fields %s always has: %v", where, got, typ, always)
+	}
+}
+
+// schemaTypes is the JSON Schema type (and that of the items of an array) of each kind of
+// data field.
+var schemaTypes = map[FieldKind]struct{ typ, items string }{
+	"string": {"string", ""}, "integer": {"integer", ""}, "boolean": {"boolean", ""}, "duration": {"string", ""},
+	"[]string": {"array", "string"}, "[]integer": {"array", "integer"},
+}
+
+// The data schemas name exactly the fields of the payload structs, require those without
+// omitempty (the decoder's required fields), and type them as the structs do.
+func TestDataSchemasMatchPayloadStructs(t *testing.T) {
+	for _, ti := range Types() {
+		t.Run(ti.Name, func(t *testing.T) {
+			doc := rawSchema(t, "data-"+ti.Name+".json")
+			checkObjectSchema(t, "data-"+ti.Name+".json", doc, payloadType(ti.Name))
+			if doc["additionalProperties"] != false {
+				t.Error("additionalProperties must be false: the decoder rejects unknown fields")
+			}
+			props, _ := doc["properties"].(map[string]any)
+			for name, p := range props {
+				kind, ok := DataField(ti.Name, name)
+				if !ok {
+					continue // reported above
+				}
+				n := deref(t, doc, p.(map[string]any))
+				want := schemaTypes[kind]
+				types := stringList(n["type"])
+				if enum, ok := n["enum"].([]any); ok { // strategy: an enum of strings (and null)
+					types = nil
+					for _, e := range enum {
+						if _, ok := e.(string); ok && !slices.Contains(types, "string") {
+							types = append(types, "string")
+						}
+					}
+				}
+				if !slices.Contains(types, want.typ) {
+					t.Errorf("%s: type %v, want %s (Go kind %s)", name, types, want.typ, kind)
+				}
+				if want.items != "" {
+					it, _ := n["items"].(map[string]any)
+					if !slices.Contains(stringList(it["type"]), want.items) {
+						t.Errorf("%s: items of type %v, want %s", name, it["type"], want.items)
+					}
+				}
+			}
+		})
+	}
+}
+
+// Every event type has its event and data schema, and the envelope schema names exactly
+// the attributes of Envelope (plus those the decoder reads and drops).
+func TestEnvelopeSchemaMatchesEnvelope(t *testing.T) {
+	doc := rawSchema(t, "cloudevent.json")
+	names, _ := jsonFields(reflect.TypeFor[Envelope]())
+	props := sortedKeys(doc["properties"].(map[string]any))
+	want := append(slices.Clone(names), "subject", "dataschema", "data_base64") // read by setAttr
+	slices.Sort(want)
+	if !slices.Equal(props, want) {
+		t.Errorf("cloudevent.json properties %v, want %v", props, want)
+	}
+	if got, want := stringList(doc["required"]), []string{"data", "id", "source", "specversion", "type"}; !slices.Equal(got, want) {
+		t.Errorf("cloudevent.json required %v, want %v", got, want)
+	}
+	var types []string
+	for _, ti := range Types() {
+		types = append(types, ti.Name)
+		for _, f := range []string{"event-" + ti.Name + ".json", "data-" + ti.Name + ".json"} {
+			if _, err := os.Stat(filepath.Join(docsDir(t), "schemas", f)); err != nil {
+				t.Errorf("event type %s has no schemas/%s", ti.Name, f)
+			}
+		}
+		evSchema := rawSchema(t, "event-"+ti.Name+".json")
+		if got := schemaNode(t, evSchema, "/properties/type")["const"]; got != ti.Name {
+			t.Errorf("event-%s.json: type const %v", ti.Name, got)
+		}
+	}
+	slices.Sort(types)
+	if got := stringList(schemaNode(t, doc, "/properties/type")["enum"]); !slices.Equal(got, types) {
+		t.Errorf("cloudevent.json: type enum %v, want the types %v", got, types)
+	}
+	if got := schemaNode(t, doc, "/properties/specversion")["const"]; got != SpecVersion {
+		t.Errorf("cloudevent.json: specversion %v, want %s", got, SpecVersion)
+	}
+}
+
+// The result schema names exactly the fields of Result and of its lists' types, requires
+// what Result always writes, and lists exactly the statuses and skip codes of the code and
+// of docs/contract.md.
+func TestResultSchemaMatchesResult(t *testing.T) {
+	doc := rawSchema(t, "result.json")
+	checkObjectSchema(t, "result.json", doc, reflect.TypeFor[Result]())
+	for ptr, typ := range map[string]reflect.Type{
+		"/$defs/change":         reflect.TypeFor[Change](),
+		"/$defs/skip":           reflect.TypeFor[Skip](),
+		"/$defs/topicPartition": reflect.TypeFor[TopicPartition](),
+		"/$defs/keptThrottle":   reflect.TypeFor[KeptThrottle](),
+	} {
+		checkObjectSchema(t, "result.json#"+ptr, schemaNode(t, doc, ptr), typ)
+	}
+
+	contract, err := os.ReadFile(filepath.Join(docsDir(t), "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := stringConstants(t, []string{"."}, "Status")
+	if got := stringList(schemaNode(t, doc, "/properties/status")["enum"]); !slices.Equal(got, statuses) {
+		t.Errorf("result.json: status enum %v, want the Status constants %v", got, statuses)
+	}
+	_, table, ok := strings.Cut(string(contract), "| `status` | meaning |")
+	if !ok {
+		t.Fatal("docs/contract.md has no status table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z]+)` \\|").FindAllStringSubmatch(table, -1) {
+		documented = append(documented, m[1])
+	}
+	slices.Sort(documented)
+	if !slices.Equal(documented, statuses) {
+		t.Errorf("docs/contract.md lists the statuses %v, want %v", documented, statuses)
+	}
+
+	codes := stringConstants(t, []string{"../plan", "../handlers"}, "SkipCode")
+	if got := stringList(schemaNode(t, doc, "/$defs/skip/properties/code")["enum"]); !slices.Equal(got, codes) {
+		t.Errorf("result.json: skip code enum %v, want the SkipCode constants of packages plan and handlers %v", got, codes)
+	}
+	para, ok := strings.CutPrefix(string(contract[bytes.Index(contract, []byte("Skip codes:")):]), "Skip codes:")
+	if !ok {
+		t.Fatal(`docs/contract.md has no "Skip codes:"`)
+	}
+	para, _, _ = strings.Cut(para, "\n\n")
+	var listed []string
+	for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(para, -1) {
+		listed = append(listed, m[1])
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, codes) {
+		t.Errorf("docs/contract.md lists the skip codes %v, want %v", listed, codes)
+	}
+}
+
+// stringConstants returns the values of the string constants of type typ (or pkg.typ)
+// declared in the non-test Go files of dirs, sorted.
+func stringConstants(t testing.TB, dirs []string, typ string) []string {
+	t.Helper()
+	var out []string
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				spec, ok := n.(*ast.ValueSpec)
+				if !ok || !typeNamed(spec.Type, typ) {
+					return true
+				}
+				for _, v := range spec.Values {
+					if lit, ok := v.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						s, err := strconv.Unquote(lit.Value)
+						if err != nil {
+							t.Fatal(err)
+						}
+						out = append(out, s)
+					}
+				}
+				return true
+			})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no constants of type %s in %v", typ, dirs)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func typeNamed(e ast.Expr, name string) bool {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name == name
+	case *ast.SelectorExpr:
+		return e.Sel.Name == name
+	}
+	return false
+}
+
+// The progress schema names exactly the fields of Progress, which the workers publish.
+func TestProgressSchemaMatchesProgress(t *testing.T) {
+	doc := rawSchema(t, "progress.json")
+	fields, _ := jsonFields(reflect.TypeFor[Progress]())
+	slices.Sort(fields)
+	if got := sortedKeys(doc["properties"].(map[string]any)); !slices.Equal(got, fields) {
+		t.Errorf("progress.json properties %v, want the fields of Progress %v", got, fields)
+	}
+	if got := stringList(doc["required"]); !slices.Equal(got, fields) {
+		t.Errorf("progress.json required %v, want every field of Progress %v", got, fields)
+	}
+}
+
+// The dead-letter headers schema names the headers of dead.go.
+func TestDeadLetterHeadersSchema(t *testing.T) {
+	doc := rawSchema(t, "dead-letter-headers.json")
+	added := []string{HeaderOriginalSubject, HeaderStreamSequence, HeaderDeliveries, HeaderReason, HeaderEventID}
+	props := doc["properties"].(map[string]any)
+	for _, h := range added {
+		if _, ok := props[h]; !ok {
+			t.Errorf("dead-letter-headers.json lacks %s", h)
+		}
+	}
+	want := slices.DeleteFunc(slices.Clone(added), func(h string) bool { return h == HeaderEventID }) // "when known"
+	slices.Sort(want)
+	if got := stringList(doc["required"]); !slices.Equal(got, want) {
+		t.Errorf("dead-letter-headers.json required %v, want %v", got, want)
+	}
+	pats := sortedKeys(doc["patternProperties"].(map[string]any))
+	if !slices.Equal(pats, []string{"^" + HeaderOriginalPrefix}) {
+		t.Errorf("dead-letter-headers.json patternProperties %v, want ^%s", pats, HeaderOriginalPrefix)
+	}
+}
+
+// What the workers publish validates: results as they are stored (complete fills the
+// lists), progress reports, dead-letter headers.
+func TestGoValuesValidate(t *testing.T) {
+	s := newSchemaSet(t)
+	b := int32(1)
+	before := "100"
+	start := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
+	full := Result{
+		ID: "a1b2", Type: TypeReplicaChangeRequested, Cluster: "local", Status: StatusPartial, Strategy: "api",
+		Attempt: 2, Worker: "host-1", StartedAt: start, FinishedAt: start.Add(1500 * time.Millisecond), ControllerFailover: true,
+		Changes: []Change{
+			{TopicPartition: TopicPartition{"orders", 1}, ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{2, 1, 3}, LeaderBefore: 1, LeaderAfter: 2},
+			{TopicPartition: TopicPartition{"orders", 3}, ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{1, 2}, LeaderBefore: 1, LeaderAfter: 1,
+				Broker: &b, DirBefore: "/data1", DirAfter: "/data2", Bytes: 1 << 30},
+			{TopicPartition: TopicPartition{"gone", 0}, LeaderBefore: -1, LeaderAfter: -1},
+		},
+		Skipped:       []Skip{{TopicPartition{"orders", 4}, "no in-sync replica other than broker 1", "no_in_sync_candidate"}, {TopicPartition{"orders", 5}, "why", ""}},
+		Noop:          []TopicPartition{{"orders", 0}},
+		Reason:        "r",
+		Note:          "n",
+		PreviousEvent: "e0",
+		Replayed:      true,
+		ThrottlesKept: []KeptThrottle{{ThrottleKey{"broker", "1", "leader.replication.throttled.rate", &before, "200"}, nil}},
+	}
+	stored := Result{ID: "x", Type: TypeBrokerOverloaded, Cluster: "local", Status: StatusRejected, Error: "data.broker: required",
+		StartedAt: start, FinishedAt: start, Changes: []Change{}, Skipped: []Skip{}}
+	for name, v := range map[string]any{"full result": full, "rejected result": stored} {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.validate(t, resultSchema, raw); err != nil {
+			t.Errorf("%s: %v\n%s", name, err, raw)
+		}
+	}
+	progress := `{"id":"a1b2","batch":1,"batches":1,"partitions_done":0,"partitions_total":3,"bytes_copied":0,"bytes_expected":0}`
+	if err := s.validate(t, progressSchema, []byte(progress)); err != nil {
+		t.Errorf("progress: %v", err)
+	}
+	headers := map[string]string{
+		HeaderOriginalSubject: Subject("local", TypeBrokerOverloaded), HeaderStreamSequence: "17", HeaderDeliveries: "5",
+		HeaderReason: "delivered 5 times", HeaderOriginalPrefix + "Msg-Id": "a1b2", "Nats-Msg-Id": "dead-17", "X-Trace": "t",
+	}
+	if err := s.validate(t, deadLetterHeadersSchema, toJSON(t, headers)); err != nil {
+		t.Errorf("dead-letter headers: %v", err)
+	}
+	delete(headers, HeaderReason)
+	if err := s.validate(t, deadLetterHeadersSchema, toJSON(t, headers)); err == nil {
+		t.Errorf("dead-letter headers without %s validate", HeaderReason)
+	}
+}
+
+// mkEvent builds a structured-mode event of type typ with data, and more attributes (each
+// `"name":value`, or `-name` to leave out a default attribute).
+func mkEvent(typ, data string, attrs ...string) string {
+	def := []string{`"specversion":"1.0"`, `"id":"a1b2"`, `"source":"test"`, `"type":"` + typ + `"`}
+	var out []string
+	for _, a := range def {
+		name, _, _ := strings.Cut(a, ":")
+		if slices.Contains(attrs, "-"+strings.Trim(name, `"`)) || slices.ContainsFunc(attrs, func(x string) bool { return strings.HasPrefix(x, name+":") }) {
+			continue
+		}
+		out = append(out, a)
+	}
+	for _, a := range attrs {
+		if !strings.HasPrefix(a, "-") {
+			out = append(out, a)
+		}
+	}
+	if data != "" {
+		out = append(out, `"data":`+data)
+	}
+	return "{" + strings.Join(out, ",") + "}"
+}
+
+const (
+	tBO = TypeBrokerOverloaded
+	tRC = TypeReplicaChangeRequested
+	tLD = TypeLogDirMoveRequested
+)
+
+// schemaCase is an event and its type (the subject's).
+type schemaCase struct {
+	name, typ, body string
+}
+
+// invalidEvents are events the schemas must reject, and so the decoder too.
+var invalidEvents = []schemaCase{
+	// The body and the envelope.
+	{"body an array", tBO, `[{"broker":1}]`},
+	{"body not JSON", tBO, `{"specversion":"1.0",`},
+	{"no specversion", tBO, mkEvent(tBO, `{"broker":1}`, "-specversion")},
+	{"specversion 0.3", tBO, mkEvent(tBO, `{"broker":1}`, `"specversion":"0.3"`)},
+	{"specversion a number", tBO, mkEvent(tBO, `{"broker":1}`, `"specversion":1.0`)},
+	{"no id", tBO, mkEvent(tBO, `{"broker":1}`, "-id")},
+	{"empty id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":""`)},
+	{"null id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":null`)},
+	{"id with a dot", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a.b"`)},
+	{"id with a space", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a b"`)},
+	{"id with a wildcard", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a*"`)},
+	{"id not ASCII", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"ü"`)},
+	{"id a number", tBO, mkEvent(tBO, `{"broker":1}`, `"id":12`)},
+	{"no source", tBO, mkEvent(tBO, `{"broker":1}`, "-source")},
+	{"empty source", tBO, mkEvent(tBO, `{"broker":1}`, `"source":""`)},
+	{"null source", tBO, mkEvent(tBO, `{"broker":1}`, `"source":null`)},
+	{"no type", tBO, mkEvent(tBO, `{"broker":1}`, "-type")},
+	{"unknown type", tBO, mkEvent(tBO, `{"broker":1}`, `"type":"reboot"`)},
+	{"type not the subject's", tBO, mkEvent(tRC, `{"topic":"o","preferred_leader":1}`)},
+	{"time not a time", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"tomorrow"`)},
+	{"time without zone", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00"`)},
+	{"time with a space", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29 10:00:00Z"`)},
+	{"time a number", tBO, mkEvent(tBO, `{"broker":1}`, `"time":1796180400`)},
+	{"time null", tBO, mkEvent(tBO, `{"broker":1}`, `"time":null`)},
+	{"expiresat not a time", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"in 5m"`)},
+	{"expiresat null", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":null`)},
+	{"datacontenttype text", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":"text/plain"`)},
+	{"datacontenttype a number", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":1`)},
+	{"subject a number", tBO, mkEvent(tBO, `{"broker":1}`, `"subject":1`)},
+	{"dataschema a boolean", tBO, mkEvent(tBO, `{"broker":1}`, `"dataschema":true`)},
+	{"no data", tBO, mkEvent(tBO, "")},
+	{"data null", tBO, mkEvent(tBO, `null`)},
+	{"data an array", tBO, mkEvent(tBO, `[1]`)},
+	{"data a string", tBO, mkEvent(tBO, `"{\"broker\":1}"`)},
+	{"data_base64", tBO, mkEvent(tBO, `{"broker":1}`, `"data_base64":"eA=="`)},
+	{"extension with upper case", tBO, mkEvent(tBO, `{"broker":1}`, `"Trace":"x"`)},
+	{"extension with underscore", tBO, mkEvent(tBO, `{"broker":1}`, `"trace_id":"x"`)},
+	{"extension name too long", tBO, mkEvent(tBO, `{"broker":1}`, `"abcdefghijklmnopqrstu":"x"`)},
+	{"attribute in another case", tBO, mkEvent(tBO, `{"broker":1}`, `"Source":"x"`)},
+
+	// broker-overloaded data.
+	{"bo: no broker", tBO, mkEvent(tBO, `{"topics":["a"]}`)},
+	{"bo: null broker", tBO, mkEvent(tBO, `{"broker":null}`)},
+	{"bo: negative broker", tBO, mkEvent(tBO, `{"broker":-1}`)},
+	{"bo: broker a string", tBO, mkEvent(tBO, `{"broker":"2"}`)},
+	{"bo: broker a fraction", tBO, mkEvent(tBO, `{"broker":2.5}`)},
+	{"bo: broker beyond int32", tBO, mkEvent(tBO, `{"broker":2147483648}`)},
+	{"bo: unknown field", tBO, mkEvent(tBO, `{"broker":1,"leader":2}`)},
+	{"bo: field in another case", tBO, mkEvent(tBO, `{"Broker":1}`)},
+	{"bo: topics a string", tBO, mkEvent(tBO, `{"broker":1,"topics":"orders"}`)},
+	{"bo: topics of numbers", tBO, mkEvent(tBO, `{"broker":1,"topics":[1]}`)},
+	{"bo: exclude_topics an object", tBO, mkEvent(tBO, `{"broker":1,"exclude_topics":{}}`)},
+	{"bo: negative max_partitions", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":-1}`)},
+	{"bo: max_partitions a string", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":"5"}`)},
+	{"bo: demote_to_end a string", tBO, mkEvent(tBO, `{"broker":1,"demote_to_end":"yes"}`)},
+	{"bo: dry_run a number", tBO, mkEvent(tBO, `{"broker":1,"dry_run":1}`)},
+	{"bo: reason a number", tBO, mkEvent(tBO, `{"broker":1,"reason":5}`)},
+	{"bo: cluster a number", tBO, mkEvent(tBO, `{"broker":1,"cluster":5}`)},
+	{"bo: timeout", tBO, mkEvent(tBO, `{"broker":1,"timeout":"1h"}`)},
+
+	// replica-change-requested data.
+	{"rc: no topic", tRC, mkEvent(tRC, `{"preferred_leader":1}`)},
+	{"rc: empty topic", tRC, mkEvent(tRC, `{"topic":"","preferred_leader":1}`)},
+	{"rc: null topic", tRC, mkEvent(tRC, `{"topic":null,"preferred_leader":1}`)},
+	{"rc: topic a number", tRC, mkEvent(tRC, `{"topic":5,"preferred_leader":1}`)},
+	{"rc: neither operation", tRC, mkEvent(tRC, `{"topic":"o"}`)},
+	{"rc: neither operation, both null", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":null,"replication_factor":null}`)},
+	{"rc: both operations", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"replication_factor":3}`)},
+	{"rc: negative preferred_leader", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":-1}`)},
+	{"rc: preferred_leader a string", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":"2"}`)},
+	{"rc: preferred_leader beyond int32", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":4294967296}`)},
+	{"rc: replication_factor a string", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":"3"}`)},
+	{"rc: replication_factor a fraction", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2.5}`)},
+	{"rc: empty partitions", tRC, mkEvent(tRC, `{"topic":"o","partitions":[],"preferred_leader":1}`)},
+	{"rc: negative partition", tRC, mkEvent(tRC, `{"topic":"o","partitions":[1,-1],"preferred_leader":1}`)},
+	{"rc: partitions a number", tRC, mkEvent(tRC, `{"topic":"o","partitions":1,"preferred_leader":1}`)},
+	{"rc: partitions of strings", tRC, mkEvent(tRC, `{"topic":"o","partitions":["1"],"preferred_leader":1}`)},
+	{"rc: partition beyond int32", tRC, mkEvent(tRC, `{"topic":"o","partitions":[2147483648],"preferred_leader":1}`)},
+	{"rc: unknown strategy", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":"yolo"}`)},
+	{"rc: strategy in upper case", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":"API"}`)},
+	{"rc: strategy a number", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":1}`)},
+	{"rc: negative throttle", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"throttle_bytes_per_sec":-1}`)},
+	{"rc: throttle a string", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"throttle_bytes_per_sec":"10MB"}`)},
+	{"rc: timeout not a duration", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"soon"}`)},
+	{"rc: timeout without unit", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"60"}`)},
+	{"rc: timeout zero", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"0s"}`)},
+	{"rc: timeout bare zero", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"0"}`)},
+	{"rc: negative timeout", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"-5m"}`)},
+	{"rc: timeout with a space", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"1 h"}`)},
+	{"rc: timeout in days", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"1d"}`)},
+	{"rc: timeout a number", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":60}`)},
+	{"rc: timeout null", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":null}`)},
+	{"rc: field with a long s", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"ſtrategy":"api"}`)},
+	{"rc: unknown field", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"leader":2}`)},
+
+	// logdir-move-requested data.
+	{"ld: no broker", tLD, mkEvent(tLD, `{"from_dir":"/a"}`)},
+	{"ld: negative broker", tLD, mkEvent(tLD, `{"broker":-1}`)},
+	{"ld: topic without partition", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","to_dir":"/b"}`)},
+	{"ld: partition without topic", tLD, mkEvent(tLD, `{"broker":1,"partition":2,"to_dir":"/b"}`)},
+	{"ld: partition with an empty topic", tLD, mkEvent(tLD, `{"broker":1,"topic":"","partition":2,"to_dir":"/b"}`)},
+	{"ld: explicit without to_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":2}`)},
+	{"ld: explicit with an empty to_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":2,"to_dir":""}`)},
+	{"ld: explicit and from_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":2,"from_dir":"/a","to_dir":"/b"}`)},
+	{"ld: negative partition", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":-2,"to_dir":"/b"}`)},
+	{"ld: partition a string", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":"2","to_dir":"/b"}`)},
+	{"ld: to_dir a number", tLD, mkEvent(tLD, `{"broker":1,"to_dir":5}`)},
+	{"ld: negative throttle", tLD, mkEvent(tLD, `{"broker":1,"throttle_bytes_per_sec":-5}`)},
+	{"ld: timeout not a duration", tLD, mkEvent(tLD, `{"broker":1,"timeout":"an hour"}`)},
+	{"ld: unknown field", tLD, mkEvent(tLD, `{"broker":1,"disk":"/a"}`)},
+	{"ld: partitions (plural)", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partitions":[2],"to_dir":"/b"}`)},
+}
+
+// validEvents are events the decoder takes, at the edges of what it takes: the schemas must
+// take them too.
+var validEvents = []schemaCase{
+	{"minimal", tBO, mkEvent(tBO, `{"broker":0}`)},
+	{"every attribute", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00Z"`, `"expiresat":"2026-11-29T10:05:00.123456789+01:00"`,
+		`"datacontenttype":"application/json"`, `"subject":"broker 1"`, `"dataschema":"https://example.com/s"`)},
+	{"null optional attributes (CloudEvents: as absent)", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":null`, `"subject":null`, `"dataschema":null`, `"trace":null`)},
+	{"extensions of any type", tBO, mkEvent(tBO, `{"broker":1}`, `"traceparent":"00-ab"`, `"n1":5`, `"b":true`, `"o":{"x":[1]}`)},
+	{"extension of 20 characters", tBO, mkEvent(tBO, `{"broker":1}`, `"abcdefghijklmnopqrst":"x"`)},
+	{"datacontenttype with parameters and case", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":" Application/JSON; charset=utf-8"`)},
+	{"datacontenttype empty", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":""`)},
+	{"time with one-digit hour and a comma", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T9:00:00,5Z"`)},
+	{"time far in the past", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"2000-01-01T00:00:00Z"`)},
+	{"id of every token character", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"AZaz09-_"`)},
+	{"uuid id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"0f8fad5b-d9cb-469f-a165-70867728950e"`)},
+	{"bo: every field", tBO, mkEvent(tBO, `{"cluster":"local","broker":2147483647,"topics":["a","b"],"exclude_topics":["c"],"max_partitions":0,"demote_to_end":true,"dry_run":false,"reason":"r"}`)},
+	{"bo: null optional fields", tBO, mkEvent(tBO, `{"broker":1,"cluster":null,"topics":null,"exclude_topics":[null],"max_partitions":null,"demote_to_end":null,"dry_run":null,"reason":null}`)},
+	{"bo: empty cluster", tBO, mkEvent(tBO, `{"broker":1,"cluster":""}`)},
+	{"bo: broker -0", tBO, mkEvent(tBO, `{"broker":-0}`)},
+	{"bo: duplicate member, the last counts", tBO, mkEvent(tBO, `{"broker":-1,"broker":1}`)},
+	{"rc: preferred leader", tRC, mkEvent(tRC, `{"topic":"orders","partitions":[0,1],"preferred_leader":0,"strategy":"zk-nudge"}`)},
+	{"rc: replication factor", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":3,"strategy":"zk-reassign","throttle_bytes_per_sec":0,"timeout":"1h30m","dry_run":true,"reason":"r"}`)},
+	{"rc: replication factor 0 (the worker rejects it later)", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":0}`)},
+	{"rc: the other operation null", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":null,"replication_factor":2}`)},
+	{"rc: null partitions, strategy and more", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":null,"strategy":null,"throttle_bytes_per_sec":null,"dry_run":null,"reason":null,"cluster":null}`)},
+	{"rc: a null partition", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[null]}`)},
+	{"rc: empty strategy", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":""}`)},
+	{"rc: auto", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":"auto"}`)},
+	{"rc: api", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":"api"}`)},
+	{"rc: timeout with a sign and a fraction", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"+.5h"}`)},
+	{"rc: timeout 1.h", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"1.h"}`)},
+	{"rc: timeout in micro seconds", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"1µs2μs3us4ns5ms"}`)},
+	{"ld: balance", tLD, mkEvent(tLD, `{"broker":1}`)},
+	{"ld: balance between two", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/a","to_dir":"/b/","throttle_bytes_per_sec":1000,"timeout":"10m"}`)},
+	{"ld: explicit", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","dry_run":true,"reason":"r"}`)},
+	{"ld: explicit, empty from_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","from_dir":""}`)},
+	{"ld: empty topic and null partition (a balance)", tLD, mkEvent(tLD, `{"broker":1,"topic":"","partition":null,"from_dir":"/a"}`)},
+}
+
+func TestSchemaRejectsWhatDecoderRejects(t *testing.T) {
+	s := newSchemaSet(t)
+	for _, tc := range invalidEvents {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
+				t.Errorf("the schema takes %s", tc.body)
+			}
+			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err == nil {
+				t.Errorf("Decode takes %s", tc.body)
+			}
+		})
+	}
+}
+
+func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
+	s := newSchemaSet(t)
+	for _, tc := range validEvents {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err != nil {
+				t.Fatalf("Decode rejects %s: %v", tc.body, err)
+			}
+			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
+				t.Errorf("the schema rejects %s: %v", tc.body, err)
+			}
+			// Binary mode: the data alone, against the data schema.
+			var env struct{ Data json.RawMessage }
+			if err := json.Unmarshal([]byte(tc.body), &env); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := Decode(Subject("local", tc.typ), binaryHeader(tc.typ), env.Data, schemaDecodeOptions); err != nil {
+				t.Fatalf("Decode rejects the data in binary mode %s: %v", env.Data, err)
+			}
+			if err := s.validate(t, dataSchema(tc.typ), env.Data); err != nil {
+				t.Errorf("the data schema rejects %s: %v", env.Data, err)
+			}
+		})
+	}
+}
+
+func binaryHeader(typ string) http.Header {
+	h := http.Header{}
+	h.Set("ce-specversion", SpecVersion)
+	h.Set("ce-id", "a1b2")
+	h.Set("ce-source", "test")
+	h.Set("ce-type", typ)
+	return h
+}
+
+// FuzzSchemaRejectsImpliesDecoderRejects mutates events (the doc examples, the tables
+// above) and checks that whatever the schema of the subject's type rejects, Decode rejects
+// too: the schemas are never stricter than the workers. Mutations are the fuzzer's, on the
+// bytes of the event, plus one member (name and raw JSON value) set in the envelope or in
+// its data. binary checks the data alone against the data schema, as binary mode sends it.
+func FuzzSchemaRejectsImpliesDecoderRejects(f *testing.F) {
+	s := newSchemaSet(f)
+	types := Types()
+	typeIndex := func(typ string) uint8 {
+		return uint8(slices.IndexFunc(types, func(ti TypeInfo) bool { return ti.Name == typ }))
+	}
+	for _, ex := range docExamples(f) {
+		if classify(ex.body) != kindEvent {
+			continue
+		}
+		var head struct{ Type string }
+		if err := json.Unmarshal([]byte(ex.body), &head); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(typeIndex(head.Type), []byte(ex.body), uint8(0), "", []byte(nil), false)
+	}
+	for _, tc := range slices.Concat(validEvents, invalidEvents) {
+		f.Add(typeIndex(tc.typ), []byte(tc.body), uint8(0), "", []byte(nil), false)
+	}
+	f.Add(typeIndex(tRC), []byte(validEvents[0].body), uint8(2), "Topic", []byte(`"o"`), false)
+	f.Add(typeIndex(tBO), []byte(mkEvent(tBO, `{"broker":1}`)), uint8(1), "expiresat", []byte(`"2026-11-29T10:00:00Z"`), false)
+	f.Add(typeIndex(tLD), []byte(mkEvent(tLD, `{"broker":1}`)), uint8(2), "partition", []byte(`3`), true)
+
+	f.Fuzz(func(t *testing.T, typ uint8, body []byte, where uint8, name string, value []byte, binary bool) {
+		ti := types[int(typ)%len(types)].Name
+		body = setMember(body, where%3, name, value)
+		subject := Subject("local", ti)
+		if binary {
+			var env struct{ Data json.RawMessage }
+			if json.Unmarshal(body, &env) != nil || env.Data == nil {
+				return
+			}
+			data := []byte(env.Data)
+			if err := s.validate(t, dataSchema(ti), data); err != nil {
+				if _, derr := Decode(subject, binaryHeader(ti), data, schemaDecodeOptions); derr == nil {
+					t.Fatalf("the data schema rejects what Decode takes in binary mode:\n%s\nschema: %v", data, err)
+				}
+			}
+			return
+		}
+		if err := s.validate(t, eventSchema(ti), body); err != nil {
+			if _, derr := Decode(subject, nil, body, schemaDecodeOptions); derr == nil {
+				t.Fatalf("the schema rejects what Decode takes:\n%s\nschema: %v", body, err)
+			}
+		}
+	})
+}
+
+// setMember sets the member name to the raw JSON value in the event body (where 1) or in
+// its data (where 2); where 0, a body that is not a JSON object, or a value that is not
+// JSON leave the body as it is.
+func setMember(body []byte, where uint8, name string, value []byte) []byte {
+	if where == 0 || !json.Valid(value) {
+		return body
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil || top == nil {
+		return body
+	}
+	target := top
+	if where == 2 {
+		if json.Unmarshal(top["data"], &target) != nil || target == nil {
+			return body
+		}
+	}
+	target[name] = value
+	if where == 2 {
+		data, err := json.Marshal(target)
+		if err != nil {
+			return body
+		}
+		top["data"] = data
+	}
+	out, err := json.Marshal(top)
+	if err != nil {
+		return body
+	}
+	return out
+}
+
+// Each case of the tables has its own name (a subtest of a repeated name would hide which
+// one failed) and a known type.
+func TestSchemaTablesAreWellFormed(t *testing.T) {
+	seen := map[string]bool{}
+	for _, tc := range slices.Concat(invalidEvents, validEvents) {
+		if seen[tc.name] {
+			t.Errorf("two cases named %q", tc.name)
+		}
+		seen[tc.name] = true
+		if !KnownType(tc.typ) {
+			t.Errorf("%s: unknown type %q", tc.name, tc.typ)
+		}
+	}
+}
