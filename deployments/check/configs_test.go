@@ -14,7 +14,8 @@ func deploymentConfigs(t testing.TB) []deploymentConfig {
 	for _, w := range composeWorkers(t, composeProject(t)) {
 		out = append(out, deploymentConfig{source: composeFile + " service " + w.name, cfg: w.cfg})
 	}
-	return out
+	k := kubernetesWorker(t)
+	return append(out, deploymentConfig{source: k.cfgSource, cfg: k.cfg})
 }
 
 // invocation is a command line the deployments run the worker with.
@@ -31,7 +32,8 @@ func workerInvocations(t testing.TB) []invocation {
 	for _, w := range composeWorkers(t, composeProject(t)) {
 		out = append(out, invocation{composeFile + " service " + w.name, w.service.Command})
 	}
-	return out
+	k := kubernetesWorker(t)
+	return append(out, invocation{kubeDir + "/deployment.yaml container " + k.c.Name, slices.Concat(k.c.Command, k.c.Args)})
 }
 
 // TestWorkerFlags: every flag the deployments pass to the worker is one the worker has,
