@@ -85,3 +85,22 @@ func flagValue(args []string, name string) (string, bool) {
 	}
 	return "", false
 }
+
+// syncBuffer is a bytes.Buffer safe for a process's output and a test reading it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
