@@ -56,6 +56,7 @@ func TestBadConfigExitsNonZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(bin, "--config", cfg)
+			cmd.Env = testenv.WorkerEnv()
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			err := cmd.Run()
@@ -108,6 +109,7 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 	}
 	var logs bytes.Buffer
 	cmd := exec.Command(bin, "--config", cfg)
+	cmd.Env = testenv.WorkerEnv()
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

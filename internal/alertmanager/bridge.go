@@ -27,11 +27,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/metrics"
 )
 
 // Path is where the worker takes webhook notifications.
@@ -81,27 +81,15 @@ type Publisher interface {
 
 // Bridge serves webhook notifications. Its configuration does not change after New.
 type Bridge struct {
-	cfg    config.Alertmanager
-	js     Publisher
-	log    *zap.Logger
-	alerts *prometheus.CounterVec
+	cfg     config.Alertmanager
+	js      Publisher
+	log     *zap.Logger
+	metrics *metrics.Metrics
 }
 
-// New builds a bridge that publishes with js and registers its counter on reg.
-func New(cfg config.Alertmanager, js Publisher, log *zap.Logger, reg prometheus.Registerer) (*Bridge, error) {
-	alerts := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "kafkamender_alertmanager_alerts_total",
-		Help: "Alerts received from Alertmanager, by outcome: published, duplicate, resolved, unmatched, invalid.",
-	}, []string{"outcome"})
-	if reg != nil {
-		if err := reg.Register(alerts); err != nil {
-			return nil, err
-		}
-	}
-	for _, o := range []string{"published", "duplicate", "resolved", "unmatched", "invalid"} {
-		alerts.WithLabelValues(o)
-	}
-	return &Bridge{cfg: cfg, js: js, log: log, alerts: alerts}, nil
+// New builds a bridge that publishes with js and counts alerts in m (nil: not counted).
+func New(cfg config.Alertmanager, js Publisher, log *zap.Logger, m *metrics.Metrics) *Bridge {
+	return &Bridge{cfg: cfg, js: js, log: log, metrics: m}
 }
 
 // ServeHTTP takes one webhook notification.
@@ -167,20 +155,20 @@ func (b *Bridge) Handle(ctx context.Context, n *Notification) (*Response, error)
 		log := b.log.With(zap.String("alertname", name), zap.String("fingerprint", a.Fingerprint))
 		if a.Status == "resolved" {
 			resp.Resolved++
-			b.alerts.WithLabelValues("resolved").Inc()
+			b.metrics.Alert(metrics.AlertResolved)
 			continue
 		}
 		rule, ok := b.match(a)
 		if !ok {
 			resp.Unmatched++
-			b.alerts.WithLabelValues("unmatched").Inc()
+			b.metrics.Alert(metrics.AlertUnmatched)
 			log.Info("alert matches no rule; ignored", zap.Any("labels", a.Labels))
 			continue
 		}
 		env, cluster, err := b.event(a, rule)
 		if err != nil {
 			resp.Invalid = append(resp.Invalid, fmt.Sprintf("%s (%s): %v", name, a.Fingerprint, err))
-			b.alerts.WithLabelValues("invalid").Inc()
+			b.metrics.Alert(metrics.AlertInvalid)
 			log.Warn("alert cannot become an event", zap.Error(err))
 			continue
 		}
@@ -196,11 +184,11 @@ func (b *Bridge) Handle(ctx context.Context, n *Notification) (*Response, error)
 		if err != nil {
 			return nil, fmt.Errorf("publish the event of alert %s (%s) on %s: %w", name, a.Fingerprint, subject, err)
 		}
-		outcome := "published"
+		outcome := metrics.AlertPublished
 		if ack.Duplicate {
-			outcome = "duplicate"
+			outcome = metrics.AlertDuplicate
 		}
-		b.alerts.WithLabelValues(outcome).Inc()
+		b.metrics.Alert(outcome)
 		log.Info("alert published as an event", zap.String("id", env.ID), zap.String("subject", subject), zap.Bool("duplicate", ack.Duplicate))
 		resp.Published = append(resp.Published, Published{ID: env.ID, Subject: subject, Alertname: name, Duplicate: ack.Duplicate})
 	}

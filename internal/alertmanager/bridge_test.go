@@ -18,6 +18,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/metrics"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -67,10 +68,11 @@ alertmanager:
 		cfg.Alertmanager.MaxBytes = maxBytes
 	}
 	reg := prometheus.NewRegistry()
-	b, err := alertmanager.New(cfg.Alertmanager, js, zaptest.NewLogger(t), reg)
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	b := alertmanager.New(cfg.Alertmanager, js, zaptest.NewLogger(t), m)
 	return &rig{t: t, srv: srv, js: js, h: b, reg: reg}
 }
 
@@ -164,14 +166,14 @@ func TestFiringAlertBecomesOneEvent(t *testing.T) {
 		t.Errorf("%d events stored, want 2", n)
 	}
 	if err := testutil.GatherAndCompare(r.reg, strings.NewReader(`
-# HELP kafkamender_alertmanager_alerts_total Alerts received from Alertmanager, by outcome: published, duplicate, resolved, unmatched, invalid.
+# HELP kafkamender_alertmanager_alerts_total Alerts received on POST /v1/alertmanager, by outcome: published, duplicate, resolved, unmatched, invalid.
 # TYPE kafkamender_alertmanager_alerts_total counter
 kafkamender_alertmanager_alerts_total{outcome="duplicate"} 1
 kafkamender_alertmanager_alerts_total{outcome="invalid"} 0
 kafkamender_alertmanager_alerts_total{outcome="published"} 2
 kafkamender_alertmanager_alerts_total{outcome="resolved"} 1
 kafkamender_alertmanager_alerts_total{outcome="unmatched"} 2
-`)); err != nil {
+`), "kafkamender_alertmanager_alerts_total"); err != nil {
 		t.Error(err)
 	}
 }

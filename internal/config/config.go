@@ -32,6 +32,11 @@ type Config struct {
 	// Alertmanager maps Alertmanager webhook notifications (POST /v1/alertmanager on the
 	// HTTP listener) to events.
 	Alertmanager Alertmanager `yaml:"alertmanager"`
+
+	// EnvOverrides names the environment variables that set fields of this configuration
+	// (see [ParseEnv]), sorted; nil when none did, and always from [Parse]. Names only:
+	// the values may be secrets.
+	EnvOverrides []string `yaml:"-"`
 }
 
 // Alertmanager maps firing Alertmanager alerts to events.
@@ -256,13 +261,14 @@ const (
 	DefaultLockAcquireTimeout = 5 * time.Minute
 )
 
-// Load reads and parses the configuration file at path.
+// Load reads the configuration file at path and parses it with the process's
+// environment variables: see [ParseEnv].
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read config: %w", err)
 	}
-	cfg, err := Parse(data)
+	cfg, err := ParseEnv(data, os.Environ())
 	if err != nil {
 		if n := countJoined(err); n > 1 {
 			return nil, fmt.Errorf("config %s: %d problems:\n  %w", path, n, indented{err})
@@ -272,15 +278,45 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes a YAML configuration, applies the defaults and validates it.
+// Parse decodes a YAML configuration, applies the defaults and validates it. It reads no
+// environment variables.
 func Parse(data []byte) (*Config, error) {
+	return ParseEnv(data, nil)
+}
+
+// ParseEnv is [Parse] with environment variables, given as "name=value" entries the way
+// [os.Environ] returns them, applied after decoding and before the defaults.
+//
+// A variable KAFKAMENDER_A_B_C sets the field at YAML path a.b.c (upper case, '.'
+// turned into '_'): a string, an integer, a boolean, a number, a duration (10s, 5m) or
+// a list of strings (comma-separated). The fields of a cluster in the file are set by
+// KAFKAMENDER_CLUSTERS_<NAME>_<FIELD>, <NAME> the cluster's name upper-cased with every
+// character other than A-Z and 0-9 turned into '_'. Mappings and lists of mappings
+// (clusters themselves, alertmanager.rules) cannot be set. Surrounding white space is
+// trimmed, and a variable set to nothing is left out. A KAFKAMENDER_ variable that
+// names no field it can set is an error, except the fault-test hooks
+// KAFKAMENDER_PAUSE_AT and KAFKAMENDER_LOGDIR_KILL_AT; so is one that names a field of
+// two clusters (prod-eu and prod_eu). Errors name the variable and never show its
+// value; validation problems of a field a variable set name the variable too, and hide
+// its value.
+//
+// The variables applied are listed in [Config.EnvOverrides].
+func ParseEnv(data []byte, environ []string) (*Config, error) {
 	var cfg Config
 	if err := decodeStrict(data, &cfg); err != nil {
 		return nil, err
 	}
-	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	applied, err := applyEnv(&cfg, environ)
+	if err != nil {
 		return nil, err
+	}
+	for _, set := range applied {
+		cfg.EnvOverrides = append(cfg.EnvOverrides, set.name)
+	}
+	cfg.setDefaults()
+	if p := cfg.problems(); len(p) > 0 {
+		markEnv(p, applied)
+		return nil, p.err()
 	}
 	return &cfg, nil
 }
@@ -399,6 +435,10 @@ func defaultWorkerID() string {
 // Validate checks a complete configuration (defaults applied) and returns
 // every problem found, joined, each prefixed with the path of its field.
 func (c *Config) Validate() error {
+	return c.problems().err()
+}
+
+func (c *Config) problems() problems {
 	var p problems
 
 	if c.Worker.ID == "" {
@@ -509,7 +549,7 @@ func (c *Config) Validate() error {
 		}
 		c.Clusters[name].validate(pathJoin("clusters", name), &p)
 	}
-	return p.err()
+	return p
 }
 
 func (cl *Cluster) validate(path string, p *problems) {
@@ -582,15 +622,15 @@ func checkNATSURLs(s string) error {
 	for raw := range strings.SplitSeq(s, ",") {
 		raw = strings.TrimSpace(raw)
 		if raw == "" {
-			errs = append(errs, fmt.Errorf("%q: empty URL in list", s))
+			errs = append(errs, fmt.Errorf("%q: empty URL in list", RedactNATSURLs(s)))
 			continue
 		}
 		u, err := url.Parse(raw)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%q: cannot parse", raw))
+			errs = append(errs, fmt.Errorf("%q: cannot parse", redactNATSURL(raw)))
 			continue
 		}
-		shown := u.Redacted()
+		shown := redactNATSURL(raw)
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		case "":
@@ -617,6 +657,40 @@ func checkNATSURLs(s string) error {
 	return errors.Join(errs...)
 }
 
+// redactNATSURL shows a NATS URL without its credentials, for error messages: a password
+// becomes xxxxx (user:xxxxx@, as [url.URL.Redacted] shows it), and so does a user without
+// a password, which is how NATS URLs carry a token (nats://token@host). A URL that does not
+// parse loses whatever precedes its last '@' after the scheme.
+func redactNATSURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		at := strings.LastIndexByte(raw, '@')
+		if at < 0 {
+			return raw
+		}
+		if i := strings.Index(raw, "://"); i >= 0 && i < at {
+			return raw[:i+3] + "xxxxx" + raw[at:]
+		}
+		return "xxxxx" + raw[at:]
+	}
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			return u.Redacted()
+		}
+		u.User = url.User("xxxxx")
+	}
+	return u.String()
+}
+
+// redactNATSURLs redacts each URL of a comma-separated list.
+func RedactNATSURLs(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		parts[i] = redactNATSURL(p)
+	}
+	return strings.Join(parts, ",")
+}
+
 // problems collects validation errors, each tagged with its field path.
 type problems []error
 
@@ -630,13 +704,22 @@ func (p problems) err() error { return errors.Join(p...) }
 type fieldError struct {
 	path string // "" for the document itself
 	err  error
+	env  string   // the environment variable that set the field, if one did
+	hide []string // texts not to show, quoted as %q quotes them: the variable's value
 }
 
 func (e *fieldError) Error() string {
-	if e.path == "" {
-		return e.err.Error()
+	msg := e.err.Error()
+	for _, h := range e.hide {
+		msg = strings.ReplaceAll(msg, strconv.Quote(h), hiddenValue)
 	}
-	return e.path + ": " + e.err.Error()
+	switch {
+	case e.path == "":
+		return msg
+	case e.env != "":
+		return e.path + " (from " + e.env + "): " + msg
+	}
+	return e.path + ": " + msg
 }
 
 func (e *fieldError) Unwrap() error { return e.err }

@@ -11,6 +11,7 @@ import (
 )
 
 func TestLoadValidExample(t *testing.T) {
+	clearEnv(t)
 	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
 	if err != nil {
 		t.Fatalf("Load: %v", err)
@@ -225,6 +226,16 @@ clusters:
 			want: []string{`clusters.local: want a mapping, got a list (line 8)`},
 		},
 		{
+			name: "lock backend not a string",
+			yaml: `
+nats:
+  url: nats://127.0.0.1:4222
+lock:
+  backend: [nats]
+`,
+			want: []string{`lock.backend: want a string, got a list (line 5)`},
+		},
+		{
 			name: "clusters not a mapping",
 			yaml: base + `
 clusters: [local]
@@ -267,6 +278,21 @@ clusters:
 			name: "nats url bad port, password redacted",
 			yaml: "nats:\n  url: nats://me:secret@127.0.0.1:99999\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
 			want: []string{`nats.url: "nats://me:xxxxx@127.0.0.1:99999": bad port "99999"`},
+		},
+		{
+			name: "nats url bad port, token redacted",
+			yaml: "nats:\n  url: nats://s3cr3t@127.0.0.1:99999\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://xxxxx@127.0.0.1:99999": bad port "99999"`},
+		},
+		{
+			name: "nats url that does not parse, password redacted",
+			yaml: "nats:\n  url: \"nats://me:s3cr3t@127.0.0.1:4222/%zz\"\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://xxxxx@127.0.0.1:4222/%zz": cannot parse`},
+		},
+		{
+			name: "nats url list with an empty entry, credentials redacted",
+			yaml: "nats:\n  url: nats://me:s3cr3t@a:4222,,nats://t0ken@b:4222\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster,
+			want: []string{`nats.url: "nats://me:xxxxx@a:4222,,nats://xxxxx@b:4222": empty URL in list`},
 		},
 		{
 			name: "nats url list with a bad entry",
@@ -501,6 +527,7 @@ clusters:
 }
 
 func TestValidateAfterChange(t *testing.T) {
+	clearEnv(t)
 	cfg, err := Load(filepath.Join("testdata", "valid.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -513,6 +540,7 @@ func TestValidateAfterChange(t *testing.T) {
 }
 
 func TestLoadErrors(t *testing.T) {
+	clearEnv(t)
 	dir := t.TempDir()
 
 	_, err := Load(filepath.Join(dir, "missing.yaml"))
@@ -603,5 +631,18 @@ func TestParseNATSLockWithoutZooKeeper(t *testing.T) {
 	}
 	if cfg.LockBackend("a") != LockNATS || cfg.LockBackend("b") != LockZooKeeper || !cfg.NeedsLockZooKeeper() {
 		t.Errorf("backends a=%q b=%q, needs lock zookeeper %v", cfg.LockBackend("a"), cfg.LockBackend("b"), cfg.NeedsLockZooKeeper())
+	}
+}
+
+func TestRedactNATSURLs(t *testing.T) {
+	for in, want := range map[string]string{
+		"nats://u:secret@a:4222,nats://b:4222": "nats://u:xxxxx@a:4222,nats://b:4222",
+		"nats://s3cr3t-token@a:4222":           "nats://xxxxx@a:4222",
+		"nats://a:4222":                        "nats://a:4222",
+	} {
+		got := RedactNATSURLs(in)
+		if got != want {
+			t.Errorf("RedactNATSURLs(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

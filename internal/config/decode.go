@@ -179,7 +179,7 @@ func mismatch(n *yaml.Node, goType, at string) error {
 
 func describeGoType(t string) string {
 	switch {
-	case t == "string" || t == "config.Strategy":
+	case t == "string" || t == "config.Strategy" || t == "config.LockBackend":
 		return "a string"
 	case strings.HasPrefix(t, "[]"):
 		return "a list"

@@ -14,7 +14,13 @@
 // example clusters.local.bootstrap_servers[1]) and all of them are reported at
 // once, joined with [errors.Join].
 //
-// Defaults are applied after decoding and before validation; a [Config] that
+// [Load] then applies the process's environment variables ([ParseEnv]): KAFKAMENDER_A_B_C
+// sets the field at YAML path a.b.c, so that secrets (a NATS URL with credentials) can
+// come from a Kubernetes Secret rather than the file. A KAFKAMENDER_ variable that names
+// no such field is an error, as an unknown key is; no error shows a variable's value.
+// [Parse] reads no environment.
+//
+// Defaults are applied after decoding (and the environment) and before validation; a [Config] that
 // [Parse] returns is complete and valid. [Config.Validate] may be called again
 // on a Config changed by hand.
 package config

@@ -170,7 +170,7 @@ func startProc(t *testing.T, name, yaml string, pauseAt ...string) *proc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(workerBin, "--config", cfg)
-	cmd.Env = append(os.Environ(), worker.PauseEnv+"="+strings.Join(pauseAt, ","))
+	cmd.Env = testenv.WorkerEnv(worker.PauseEnv + "=" + strings.Join(pauseAt, ","))
 	p := &proc{t: t, name: name, cmd: cmd, out: newLines(), done: make(chan struct{})}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw

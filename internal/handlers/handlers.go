@@ -92,6 +92,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/metrics"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
@@ -120,7 +121,7 @@ type Config struct {
 	// JS holds the broker-overloaded cool-down records (OverloadedBucket). Required.
 	JS      jetstream.JetStream
 	Logger  *zap.Logger
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// BlockedWait is how long to wait for partitions under reassignment before skipping
 	// them (preferred-leader; broker-overloaded with WaitForReassignment). Default 1m.
 	BlockedWait time.Duration
@@ -235,7 +236,8 @@ type task interface {
 func (h *Handlers) Handle(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 	ev := job.Event
 	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster}
-	defer func() { h.cfg.Metrics.observe(res) }()
+	defer h.cfg.Metrics.Handling(ev.Cluster, ev.Type)()
+	defer func() { h.cfg.Metrics.Operation(res) }()
 	log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
 	if req, ok := ev.Payload.(*events.BrokerOverloaded); ok && !ev.DryRun() {
 		if _, known := h.cfg.Clusters[ev.Cluster]; known {

@@ -73,6 +73,8 @@ func (l *lease) release(log *zap.Logger) {
 // waiting rather than failing as busy: the result will come from there.
 func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (*lease, *events.Result, error) {
 	var held locks.Lease
+	waited := h.cfg.Metrics.WaitingForLock(c.Name)
+	defer waited()
 	for {
 		var err error
 		held, err = c.Locker.Acquire(ctx, c.Name, job.Event.ID)
@@ -92,6 +94,7 @@ func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, l
 		}
 		log.Info("the lock holder is finishing this event's operation; waiting for it", zap.String("holder", rec.Worker))
 	}
+	waited()
 	lctx, cancel := context.WithCancelCause(ctx)
 	stop := context.AfterFunc(held.Context(), func() { cancel(context.Cause(held.Context())) })
 	l := &lease{c: c, held: held, ctx: lctx, delivery: ctx, stop: func() { stop(); cancel(nil) }}
@@ -166,6 +169,7 @@ func (h *Handlers) locked(ctx context.Context, job *pipeline.Job, c *Cluster, t 
 		return replay, nil
 	}
 	defer l.release(log)
+	defer h.cfg.Metrics.OperationStarted(c.Name, time.Now())() // a takeover first included
 
 	rec, err := h.cfg.Journal.Get(l.ctx, c.Name)
 	if err != nil {
@@ -325,12 +329,12 @@ func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, lo
 		return op.Delete(ctx)
 	}
 	log.Info("finishing the operation of an event whose worker is gone")
-	h.cfg.Metrics.takeover()
+	h.cfg.Metrics.Takeover()
 	out, err := h.finish(x, t.resume(ctx, x))
 	if err != nil {
 		return err
 	}
-	h.cfg.Metrics.observe(out)
+	h.cfg.Metrics.Operation(out)
 	return nil
 }
 
@@ -378,6 +382,7 @@ func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string
 		return replay, err
 	}
 	defer l.release(log)
+	defer h.cfg.Metrics.OperationStarted(c.Name, time.Now())()
 	if rec, err = h.cfg.Journal.Get(l.ctx, c.Name); err != nil || rec == nil || rec.Event != ev.ID {
 		return nil, err
 	}

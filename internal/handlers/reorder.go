@@ -23,6 +23,15 @@ const attemptTimeout = 45 * time.Second
 // SkipChanged: the partition was changed by someone else since the plan was journaled.
 const SkipChanged plan.SkipCode = "changed_since_plan"
 
+// SkipCodes lists every code a skipped partition of a result may carry.
+func SkipCodes() []string {
+	var out []string
+	for _, c := range append(plan.SkipCodes(), SkipChanged) {
+		out = append(out, string(c))
+	}
+	return out
+}
+
 // reorderOp is the reorder-and-elect operation that preferred-leader and broker-overloaded
 // share: every reorder in one request, then the preferred elections in one batch (chunked
 // above batch), then verification from fresh reads.

@@ -269,6 +269,10 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		return stopped(ctx, err)
 	}
 	res.Changes = changedFrom(e.Changes, now, false)
+	copied := addedBytes(ctx, adm, t.req.Topic, res.Changes)
+	for i := range res.Changes {
+		res.Changes[i].Bytes = copied[res.Changes[i].TopicPartition]
+	}
 	verified := 0
 	for _, ch := range e.Changes {
 		p, ok := now[ch.TopicPartition]
@@ -356,6 +360,9 @@ func (x *exec) setThrottles(ctx context.Context, settle time.Duration, planKeys 
 	if err != nil {
 		return transient(fmt.Errorf("set throttles: %w", err))
 	}
+	if fresh {
+		x.h.cfg.Metrics.ThrottlesSet(x.l.c.Name, len(e.Throttles)-len(kept))
+	}
 	if keepThrottles(x, kept, "before we set it") {
 		if err := x.op.Save(ctx); err != nil {
 			return err
@@ -383,6 +390,7 @@ func (x *exec) restoreThrottles(ctx context.Context, when string) error {
 	if err != nil {
 		return transient(fmt.Errorf("restore throttles: %w", err))
 	}
+	x.h.cfg.Metrics.ThrottlesRestored(x.l.c.Name, len(e.Throttles)-len(kept), len(kept))
 	keepThrottles(x, kept, when)
 	e.Throttles = nil
 	return x.op.Save(ctx)
@@ -630,19 +638,29 @@ func expectedBytes(ctx context.Context, adm *kadm.Client, topic string, changes 
 
 // copiedBytes sums the sizes of the added replicas so far (future and current logs).
 func copiedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) int64 {
+	var total int64
+	for _, n := range addedBytes(ctx, adm, topic, changes) {
+		total += n
+	}
+	return total
+}
+
+// addedBytes is the size of each change's added replicas (future and current logs), by
+// partition; best effort: empty when log dirs cannot be described.
+func addedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) map[kafka.TopicPartition]int64 {
+	out := map[kafka.TopicPartition]int64{}
 	dirs, err := adm.DescribeAllLogDirs(ctx, moving(topic, changes))
 	if err != nil {
-		return 0
+		return out
 	}
-	var total int64
 	for _, ch := range changes {
 		for _, b := range minus(ch.ReplicasAfter, ch.ReplicasBefore) {
 			if p, ok := dirs[b].LookupPartition(ch.Topic, ch.Partition); ok {
-				total += p.Size
+				out[ch.TopicPartition] += p.Size
 			}
 		}
 	}
-	return total
+	return out
 }
 
 func moving(topic string, changes []plan.Change) kadm.TopicsSet {

@@ -10,12 +10,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/metrics"
+	"github.com/kafkamender/kafkamender/internal/metrics/metricstest"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -146,6 +150,12 @@ func TestReplicationFactorThrottleAndProgress(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "kraft")
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Clusters: []string{f.alias}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.configure = func(c *handlers.Config) { c.Metrics = m }
 	f.start("worker-1")
 	cl := env.Kafka(t, "kraft", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
@@ -201,6 +211,29 @@ func TestReplicationFactorThrottleAndProgress(t *testing.T) {
 		}
 	}
 	assertNoBrokerThrottle(t, adm, map[string]string{"2/" + kafka.LeaderThrottledRate: "7777777"})
+
+	// The metrics say what the result says: 2 replicas added, the bytes they hold, every
+	// throttle key set restored.
+	var bytes int64
+	for _, ch := range res.Changes {
+		bytes += ch.Bytes
+	}
+	if bytes < 3_000_000 {
+		t.Errorf("the changes' bytes add up to %d, want the 3 MB produced", bytes)
+	}
+	value := func(series string) float64 { return metricstest.Value(t, reg, series) }
+	labels := `{cluster="` + f.alias + `",type="replica-change-requested"}`
+	if got := value("kafkamender_replicas_added_total" + labels); got != 2 {
+		t.Errorf("replicas added = %v, want 2", got)
+	}
+	if got := value("kafkamender_bytes_copied_total" + labels); got != float64(bytes) {
+		t.Errorf("bytes copied = %v, want %d", got, bytes)
+	}
+	set := value(`kafkamender_throttles_set_total{cluster="` + f.alias + `"}`)
+	restored := value(`kafkamender_throttles_restored_total{cluster="` + f.alias + `",outcome="restored"}`)
+	if set == 0 || restored != set {
+		t.Errorf("throttles set %v, restored %v; want as many restored as set", set, restored)
+	}
 }
 
 func setBrokerConfig(t *testing.T, adm *kadm.Client, broker int32, key string, v *string) {

@@ -28,8 +28,10 @@ var (
 	ErrLost error = retry.Transient(errors.New("lock lost"))
 	// ErrReleased: the Held was released; it is the cause of its Context.
 	ErrReleased = errors.New("lock released")
-	// ErrNoSession: the connection has no ZooKeeper session at the moment.
-	ErrNoSession error = retry.Transient(errors.New("no zookeeper session"))
+	// ErrNoSession: the lock's server cannot be used at the moment: the ZooKeeper
+	// connection has no session, or NATS (the nats lock backend) does not answer. The
+	// wrapping error names which.
+	ErrNoSession error = retry.Transient(errors.New("no session with the lock's server"))
 	// ErrDisconnected: the connection was down for longer than
 	// SessionConfig.LossAfterDisconnect, so its session is treated as expired.
 	ErrDisconnected error = retry.Transient(errors.New("disconnected from zookeeper for too long"))
@@ -104,3 +106,23 @@ func retryableZK(err error) bool {
 		errors.Is(err, zk.ErrSessionMoved) || errors.Is(err, zk.ErrSessionExpired) ||
 		errors.Is(err, zk.ErrClosing)
 }
+
+// TTLMismatchError: the lock bucket expires entries after BucketTTL, and this worker's
+// TTL (lock.nats.ttl) differs. Every worker of a fleet must use the bucket's: a holder
+// that renewed on a longer TTL than the bucket's could lose its entry, and the lock to
+// another worker, while it still counts on it. It is transient, so that events wait for
+// the configuration to be fixed rather than fail.
+type TTLMismatchError struct {
+	Bucket         string
+	BucketTTL, TTL time.Duration
+}
+
+func (e *TTLMismatchError) Error() string {
+	return fmt.Sprintf("lock bucket %s expires locks after %s but this worker's lock.nats.ttl is %s: every worker of the fleet must use the same ttl "+
+		"(to change it, stop the fleet and delete the bucket: nats kv del %s)", e.Bucket, e.BucketTTL, e.TTL, e.Bucket)
+}
+
+// Unwrap marks the error transient.
+func (e *TTLMismatchError) Unwrap() error { return errTTLMismatch }
+
+var errTTLMismatch = retry.Transient(errors.New("lock ttl mismatch"))

@@ -129,8 +129,8 @@ type KVLocker struct {
 	kv jetstream.KeyValue
 }
 
-// NewKV returns a KVLocker on js. The bucket is created (or its settings updated) on first
-// use, so a locker can be built while NATS is down.
+// NewKV returns a KVLocker on js. The bucket is created on first use, so a locker can be
+// built while NATS is down; an existing bucket is never changed (see TTLMismatchError).
 func NewKV(js jetstream.JetStream, cfg KVConfig) (*KVLocker, error) {
 	if js == nil {
 		return nil, errors.New("kv locker: nil JetStream")
@@ -151,20 +151,44 @@ func (l *KVLocker) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 	if l.kv != nil {
 		return l.kv, nil
 	}
-	kv, err := l.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:         l.cfg.Bucket,
-		Description:    "kafkamender per-cluster locks (key = cluster); entries expire unless renewed",
-		History:        1,
-		TTL:            l.cfg.TTL,
-		LimitMarkerTTL: l.cfg.TTL,
-		Replicas:       l.cfg.Replicas,
-		Storage:        jetstream.FileStorage,
-	})
+	kv, err := l.js.KeyValue(ctx, l.cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = l.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket:         l.cfg.Bucket,
+			Description:    "kafkamender per-cluster locks (key = cluster); entries expire unless renewed",
+			History:        1,
+			TTL:            l.cfg.TTL,
+			LimitMarkerTTL: l.cfg.TTL,
+			Replicas:       l.cfg.Replicas,
+			Storage:        jetstream.FileStorage,
+		})
+		if errors.Is(err, jetstream.ErrBucketExists) { // another worker created it first
+			kv, err = l.js.KeyValue(ctx, l.cfg.Bucket)
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: lock bucket %s: %w", ErrNoSession, l.cfg.Bucket, err)
+		return nil, fmt.Errorf("%w: nats: lock bucket %s: %w", ErrNoSession, l.cfg.Bucket, err)
+	}
+	// The bucket's max age is what expires a holder's entry: a worker that counted on a
+	// longer one than the bucket has would believe it held a lock another worker can take.
+	// The bucket is never changed once created, and a worker whose TTL differs takes no lock.
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: nats: lock bucket %s: %w", ErrNoSession, l.cfg.Bucket, err)
+	}
+	if st.TTL() != l.cfg.TTL {
+		return nil, &TTLMismatchError{Bucket: l.cfg.Bucket, BucketTTL: st.TTL(), TTL: l.cfg.TTL}
 	}
 	l.kv = kv
 	return kv, nil
+}
+
+// Check reports whether the locker can take locks in its bucket: NATS answers, and the
+// bucket (created now if missing) expires entries after this locker's TTL; a
+// *TTLMismatchError says it does not.
+func (l *KVLocker) Check(ctx context.Context) error {
+	_, err := l.bucket(ctx)
+	return err
 }
 
 // Acquire takes the lock of cluster for the event eventID, waiting for the holder before

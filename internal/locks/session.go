@@ -193,7 +193,7 @@ func (s *Session) currentLocked() (*Generation, error) {
 	if s.gen != nil && s.gen.Err() == nil {
 		return s.gen, nil
 	}
-	return nil, fmt.Errorf("%w (connection %s)", ErrNoSession, stateName(s.conn.State()))
+	return nil, fmt.Errorf("%w: zookeeper connection %s", ErrNoSession, stateName(s.conn.State()))
 }
 
 // Wait returns the current session, waiting for one as long as ctx allows.

@@ -130,6 +130,7 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 		if transient && d.attempt < p.cfg.MaxAttempts {
+			p.metrics.Retry(ev.Cluster, ev.Type)
 			p.nak(ctx, d, "transient failure; will try again", err)
 			return
 		}
@@ -323,6 +324,5 @@ func (p *Pipeline) nak(ctx context.Context, d *delivery, why string, err error) 
 
 // count records a result this worker stored.
 func (p *Pipeline) count(res *events.Result) {
-	p.events.WithLabelValues(res.Type, string(res.Status)).Inc()
-	p.duration.WithLabelValues(res.Type).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
+	p.metrics.EventDone(res)
 }

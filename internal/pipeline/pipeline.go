@@ -70,10 +70,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/metrics"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
@@ -127,7 +127,8 @@ type Config struct {
 	// just starting can create its consumers first. Default 3s.
 	StrayGrace time.Duration
 	Logger     *zap.Logger
-	Registerer prometheus.Registerer
+	// Metrics records events, retries and dead letters; nil records nothing.
+	Metrics *metrics.Metrics
 	// CanServe, when set, is asked before each fetch for a cluster: while it returns an
 	// error this worker takes no events of that cluster (those in hand go on), so that a
 	// worker that cannot do that work (it has no ZooKeeper session for the cluster's lock)
@@ -184,8 +185,7 @@ type Pipeline struct {
 	evs         jetstream.Stream
 	cons        map[string]jetstream.Consumer // by cluster; nil until set up
 
-	events   *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	metrics *metrics.Metrics
 }
 
 // New builds a pipeline; handlers maps event types to their handler.
@@ -195,22 +195,7 @@ func New(nc *nats.Conn, handlers map[string]Handler, cfg Config) (*Pipeline, err
 	if err != nil {
 		return nil, err
 	}
-	p := &Pipeline{cfg: cfg, nc: nc, js: js, handlers: handlers, log: cfg.Logger.Named("pipeline"),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kafkamender_events_total", Help: "Events handled, by type and result status.",
-		}, []string{"type", "status"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "kafkamender_event_duration_seconds", Help: "Time from the start of handling to the result, by type.",
-			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
-		}, []string{"type"}),
-	}
-	if cfg.Registerer != nil {
-		for _, c := range []prometheus.Collector{p.events, p.duration} {
-			if err := cfg.Registerer.Register(c); err != nil {
-				return nil, err
-			}
-		}
-	}
+	p := &Pipeline{cfg: cfg, nc: nc, js: js, handlers: handlers, log: cfg.Logger.Named("pipeline"), metrics: cfg.Metrics}
 	return p, nil
 }
 

@@ -13,9 +13,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/metrics/metricstest"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
@@ -24,8 +24,7 @@ func TestSuccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := config(t)
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
+	reg := withMetrics(t, &cfg)
 	var n calls
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 		n.inc()
@@ -56,6 +55,7 @@ func TestTransientThenSuccess(t *testing.T) {
 	cfg := config(t)
 	const delay = 400 * time.Millisecond
 	cfg.RetryDelay = func(attempt int) time.Duration { return time.Duration(attempt) * delay }
+	reg := withMetrics(t, &cfg)
 	var mu sync.Mutex
 	var failedAt, retriedAt time.Time
 	var last []bool
@@ -87,6 +87,9 @@ func TestTransientThenSuccess(t *testing.T) {
 	ci := e.waitSettled()
 	if ci.Delivered.Consumer != 2 {
 		t.Errorf("consumer delivered %d times; want 2", ci.Delivered.Consumer)
+	}
+	if got := metricstest.NonZero(t, reg, "kafkamender_retries_total"); got != `kafkamender_retries_total{cluster="`+cluster+`",type="replica-change-requested"} 1` {
+		t.Errorf("retries counted: %q", got)
 	}
 }
 
@@ -396,8 +399,7 @@ func TestHandlerPublishes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cfg := config(t)
-	reg := prometheus.NewRegistry()
-	cfg.Registerer = reg
+	reg := withMetrics(t, &cfg)
 	terminated := e.watchTerminated()
 	var n calls
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {

@@ -41,7 +41,7 @@ func (p *Pipeline) ours(consumer string) bool {
 func (p *Pipeline) poison(ctx context.Context, d *delivery, res *events.Result, reason string, job *Job) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if err := p.deadLetter(pctx, d.raw, d.attempt, reason, res.ID, res.Cluster); err != nil {
+	if err := p.deadLetter(pctx, d.raw, d.attempt, reason, res); err != nil {
 		d.log.Error("dead-letter failed; leaving the event for redelivery", zap.Error(err))
 		p.nak(ctx, d, "", nil)
 		return
@@ -121,7 +121,8 @@ func (p *Pipeline) unhandled(raw RawEvent, deliveries int, started time.Time) *e
 
 // deadLetter copies the event message raw to the dead letters of cluster, once: workers
 // that dead-letter the same message store one copy (message id dead-<stream sequence>).
-func (p *Pipeline) deadLetter(ctx context.Context, raw RawEvent, deliveries int, reason, id, cluster string) error {
+func (p *Pipeline) deadLetter(ctx context.Context, raw RawEvent, deliveries int, reason string, res *events.Result) error {
+	id, cluster := res.ID, res.Cluster
 	h := make(nats.Header, len(raw.Header)+6)
 	for k, v := range raw.Header {
 		if len(k) > 5 && strings.EqualFold(k[:5], "Nats-") {
@@ -143,8 +144,12 @@ func (p *Pipeline) deadLetter(ctx context.Context, raw RawEvent, deliveries int,
 		h.Set(jetstream.MsgIDHeader, "dead-"+strconv.FormatUint(raw.Seq, 10))
 	}
 	subject := events.DeadSubject(cluster)
-	if _, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: raw.Data}); err != nil {
+	ack, err := p.js.PublishMsg(ctx, &nats.Msg{Subject: subject, Header: h, Data: raw.Data})
+	if err != nil {
 		return fmt.Errorf("dead-letter event %d on %s: %w", raw.Seq, subject, err)
+	}
+	if !ack.Duplicate { // the copy another worker stored first counts there
+		p.metrics.DeadLetter(cluster, res.Type)
 	}
 	return nil
 }
@@ -214,7 +219,7 @@ func (p *Pipeline) backstop(ctx context.Context, seq uint64, deliveries int, log
 	res := p.unhandled(raw, deliveries, time.Now())
 	log = log.With(zap.String("subject", raw.Subject), zap.String("id", res.ID))
 	log.Error("event delivered more often than allowed and never settled; giving up on it", zap.String("error", res.Error))
-	if err := p.deadLetter(octx, raw, deliveries, res.Error, res.ID, res.Cluster); err != nil {
+	if err := p.deadLetter(octx, raw, deliveries, res.Error, res); err != nil {
 		return err
 	}
 	stored, own, err := p.store().Publish(octx, res)

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/metrics/metricstest"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
 
@@ -26,6 +27,7 @@ func TestPanicIsDeadLettered(t *testing.T) {
 	cfg.Concurrency = 1 // the same loop must go on with the next event
 	core, logs := observer.New(zap.ErrorLevel)
 	cfg.Logger = zap.New(zapcore.NewTee(zaptest.NewLogger(t).Core(), core))
+	reg := withMetrics(t, &cfg)
 	terminated := e.watchTerminated()
 	var released atomic.Bool
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
@@ -55,6 +57,9 @@ func TestPanicIsDeadLettered(t *testing.T) {
 		t.Errorf("delivered %d, redelivered %d; want 2, 0", ci.Delivered.Consumer, ci.NumRedelivered)
 	}
 
+	if got := metricstest.NonZero(t, reg, "kafkamender_dead_letters_total"); got != `kafkamender_dead_letters_total{cluster="`+cluster+`",type="replica-change-requested"} 1` {
+		t.Errorf("dead letters counted: %q", got)
+	}
 	n, dead := e.deadLetters(cluster)
 	if n != 1 {
 		t.Fatalf("%d dead letters; want 1", n)

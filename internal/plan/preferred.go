@@ -25,6 +25,12 @@ const (
 	SkipUnverified     SkipCode = "unverified"
 )
 
+// SkipCodes lists every code the planners and the verification give skipped partitions.
+func SkipCodes() []SkipCode {
+	return []SkipCode{SkipNotReplica, SkipNotInSync, SkipNoCandidate, SkipReassigning, SkipCapped,
+		SkipElectionFailed, SkipUnverified, SkipNoLeader}
+}
+
 // Plan is what to do for one request.
 type Plan struct {
 	Changes []Change `json:"changes"`

@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -497,4 +498,12 @@ func (e *Env) flock(t testing.TB, name string) {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	})
+}
+
+// WorkerEnv is the environment of a worker process a test starts: the test's own, less
+// the variables that override configuration (a developer's shell may export one, such as
+// KAFKAMENDER_NATS_URL, which would override the test's configuration), plus extra
+// ("NAME=value" entries).
+func WorkerEnv(extra ...string) []string {
+	return append(config.WithoutOverrides(os.Environ()), extra...)
 }

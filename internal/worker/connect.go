@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -77,7 +76,7 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 	}
 	conn, err := nats.Connect(cfg.NATS.URL, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redactURLs(cfg.NATS.URL), err)
+		return nil, fmt.Errorf("connect to nats %s: %w", config.RedactNATSURLs(cfg.NATS.URL), err)
 	}
 	nc.conn = conn
 	return nc, nil
@@ -113,17 +112,6 @@ func (nc *natsConn) drain(ctx context.Context) error {
 		nc.conn.Close()
 		return fmt.Errorf("drain nats: %w", ctx.Err())
 	}
-}
-
-// redactURLs hides the passwords of a comma-separated list of URLs.
-func redactURLs(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
 }
 
 // kafkaCluster is the worker's connection to one Kafka cluster.

@@ -27,14 +27,13 @@
 // last good probe and its last error; /healthz answers 200 for as long as the
 // process serves HTTP.
 //
-// Metrics, registered on the registry given to New:
-//
-//	kafkamender_build_info{version}                     1
-//	kafkamender_dependency_up{kind, name}              1 when the last probe succeeded, else 0
-//
-// kind is kafka, zookeeper or nats. name is the cluster name for kafka and
-// for a cluster's ZooKeeper, "@lock" for the lock ZooKeeper ('@' cannot occur
-// in a cluster name), and "nats" for NATS.
+// Metrics: every metric of the worker is defined by package metrics and registered on
+// the registry given to New, each series of a known label value at zero from the start
+// (docs/metrics.md lists them). The worker itself sets kafkamender_build_info,
+// kafkamender_ready (what /readyz says) and kafkamender_dependency_up{kind, name}: kind
+// is kafka, zookeeper or nats; name is the cluster name for kafka and for a cluster's
+// ZooKeeper, "@lock" for the lock ZooKeeper ('@' cannot occur in a cluster name), and
+// "nats" or "jetstream" for NATS.
 //
 // Shutdown, when the context given to Run is cancelled: /readyz turns 503,
 // the prober stops, the HTTP server gets a deadline to finish its requests,

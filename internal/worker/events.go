@@ -35,6 +35,9 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	if err != nil {
 		return nil, err
 	}
+	if err := kvAgreedAtStart(ctx, cfg, kvLocker, c.nats.conn.IsConnected()); err != nil {
+		return nil, err
+	}
 	clusters := map[string]*handlers.Cluster{}
 	lockSessions := map[string]*locks.Session{} // cluster: the ZooKeeper session its lock needs
 	for _, kc := range c.clusters {
@@ -70,17 +73,13 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		agreed.Backend = locks.ZK(lk)
 		lockSessions[kc.cfg.Name] = sess
 	}
-	metrics, err := handlers.NewMetrics(w.registry)
-	if err != nil {
-		return nil, err
-	}
 	bo, rf := cfg.BrokerOverloaded, cfg.ReplicationFactor
 	h, err := handlers.New(handlers.Config{
 		Clusters: clusters,
 		Journal:  journal.New(js),
 		JS:       js,
 		Logger:   w.logger.Named("handlers"),
-		Metrics:  metrics,
+		Metrics:  w.metrics,
 		RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
 			ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal, ThrottleSettle: rf.ThrottleSettle},
 		LogDir: handlers.LogDirOptions{Throttle: cfg.LogDir.ThrottleBytesPerSec, Timeout: cfg.LogDir.Timeout,
@@ -104,7 +103,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		MaxAttempts:    cfg.NATS.MaxAttempts,
 		CanServe:       w.canServe(lockSessions),
 		Logger:         w.logger,
-		Registerer:     w.registry,
+		Metrics:        w.metrics,
 	})
 }
 
@@ -125,6 +124,26 @@ func agreedAtStart(ctx context.Context, a *agreedBackend) error {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := a.check(cctx); err != nil && errors.Is(err, errLockMismatch) {
+		return err
+	}
+	return nil
+}
+
+// kvAgreedAtStart checks, when a cluster keeps its lock in NATS and NATS answers, that the
+// lock bucket expires entries after this worker's lock.nats.ttl: a worker that disagrees
+// with the fleet stops at once rather than take no lock later.
+func kvAgreedAtStart(ctx context.Context, cfg *config.Config, l *locks.KVLocker, connected bool) error {
+	uses := false
+	for _, name := range cfg.ClusterNames() {
+		uses = uses || cfg.LockBackend(name) == config.LockNATS
+	}
+	if !uses || !connected {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var mismatch *locks.TTLMismatchError
+	if err := l.Check(cctx); errors.As(err, &mismatch) {
 		return err
 	}
 	return nil

@@ -8,8 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/metrics"
 )
 
 // Dependency kinds, the kind label of kafkamender_dependency_up.
@@ -43,25 +44,18 @@ type dependency struct {
 // health tracks the state of every dependency, exports it as metrics and
 // answers /readyz.
 type health struct {
-	worker string
-	logger *zap.Logger
-	upVec  *prometheus.GaugeVec
-	now    func() time.Time
+	worker  string
+	logger  *zap.Logger
+	metrics *metrics.Metrics
+	now     func() time.Time
 
 	mu       sync.Mutex
 	deps     []*dependency
 	stopping bool
 }
 
-func newHealth(worker string, logger *zap.Logger, reg prometheus.Registerer) (*health, error) {
-	upVec := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "kafkamender_dependency_up",
-		Help: "Whether the last probe of a dependency succeeded (1) or not (0).",
-	}, []string{"kind", "name"})
-	if err := reg.Register(upVec); err != nil {
-		return nil, err
-	}
-	return &health{worker: worker, logger: logger, upVec: upVec, now: time.Now}, nil
+func newHealth(worker string, logger *zap.Logger, m *metrics.Metrics) *health {
+	return &health{worker: worker, logger: logger, metrics: m, now: time.Now}
 }
 
 // add registers a dependency, down until its first successful probe.
@@ -70,7 +64,8 @@ func (h *health) add(kind, name string, required bool, probe probeFunc) *depende
 	h.mu.Lock()
 	h.deps = append(h.deps, d)
 	h.mu.Unlock()
-	h.upVec.WithLabelValues(kind, name).Set(0)
+	h.metrics.DependencyUp(kind, name, false)
+	h.updateReady()
 	return d
 }
 
@@ -99,11 +94,8 @@ func (h *health) set(d *dependency, detail string, err error) {
 	}
 	h.mu.Unlock()
 
-	if err == nil {
-		h.upVec.WithLabelValues(d.kind, d.name).Set(1)
-	} else {
-		h.upVec.WithLabelValues(d.kind, d.name).Set(0)
-	}
+	h.metrics.DependencyUp(d.kind, d.name, err == nil)
+	h.updateReady()
 	fields := []zap.Field{zap.String("kind", d.kind), zap.String("name", d.name)}
 	switch {
 	case changed && err == nil:
@@ -172,6 +164,7 @@ func (h *health) setStopping() {
 	h.mu.Lock()
 	h.stopping = true
 	h.mu.Unlock()
+	h.updateReady()
 }
 
 // isStopping reports whether setStopping was called.
@@ -204,6 +197,18 @@ type dependencyState struct {
 func (h *health) report() readiness {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.reportLocked()
+}
+
+// updateReady sets kafkamender_ready from the dependencies' states, under the lock so
+// that concurrent updates cannot leave an older answer last.
+func (h *health) updateReady() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.metrics.Ready(h.reportLocked().Ready)
+}
+
+func (h *health) reportLocked() readiness {
 	r := readiness{
 		Ready:        !h.stopping,
 		Stopping:     h.stopping,

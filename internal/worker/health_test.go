@@ -15,17 +15,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/kafkamender/kafkamender/internal/metrics"
+	"github.com/kafkamender/kafkamender/internal/metrics/metricstest"
 )
 
 func newTestHealth(t *testing.T) (*health, *prometheus.Registry, *observer.ObservedLogs) {
 	t.Helper()
 	core, logs := observer.New(zap.DebugLevel)
 	reg := prometheus.NewRegistry()
-	h, err := newHealth("w1", zap.New(core), reg)
+	m, err := metrics.New(reg, metrics.Options{Clusters: []string{"local"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h, reg, logs
+	return newHealth("w1", zap.New(core), m), reg, logs
 }
 
 func readyz(t *testing.T, h *health) (int, readiness) {
@@ -71,9 +74,10 @@ func TestReadiness(t *testing.T) {
 			t.Errorf("before probes: %s/%s state %q", d.Kind, d.Name, d.State)
 		}
 	}
-	if got := testutil.ToFloat64(h.upVec.WithLabelValues("kafka", "local")); got != 0 {
+	if got := gauge(t, reg, `kafkamender_dependency_up{kind="kafka",name="local"}`); got != 0 {
 		t.Errorf("kafka gauge before probes = %v", got)
 	}
+	checkReady(t, reg, 0)
 
 	// Kafka down, optional ZooKeeper down.
 	kafkaP.fail(errors.New("dial tcp: connection refused"))
@@ -90,6 +94,7 @@ func TestReadiness(t *testing.T) {
 	if n := logs.FilterMessage("dependency down").Len(); n != 2 {
 		t.Errorf("%d 'dependency down' logs, want 2", n)
 	}
+	checkReady(t, reg, 0)
 
 	// Kafka back: ready although the optional ZooKeeper is still down.
 	kafkaP.heal()
@@ -105,10 +110,11 @@ func TestReadiness(t *testing.T) {
 	if zk := find(t, r, "zookeeper", "local"); zk.State != "down" || zk.Required {
 		t.Errorf("optional zookeeper: %+v", zk)
 	}
-	if got := testutil.ToFloat64(h.upVec.WithLabelValues("kafka", "local")); got != 1 {
+	checkReady(t, reg, 1)
+	if got := gauge(t, reg, `kafkamender_dependency_up{kind="kafka",name="local"}`); got != 1 {
 		t.Errorf("kafka gauge = %v, want 1", got)
 	}
-	if got := testutil.ToFloat64(h.upVec.WithLabelValues("zookeeper", "local")); got != 0 {
+	if got := gauge(t, reg, `kafkamender_dependency_up{kind="zookeeper",name="local"}`); got != 0 {
 		t.Errorf("zookeeper gauge = %v, want 0", got)
 	}
 	if n := logs.FilterMessage("dependency down").Len(); n != 2 {
@@ -120,6 +126,7 @@ func TestReadiness(t *testing.T) {
 	if code, _ := readyz(t, h); code != http.StatusServiceUnavailable {
 		t.Errorf("after nats disconnect: %d", code)
 	}
+	checkReady(t, reg, 0)
 	h.probeAll(t.Context(), time.Second)
 	if code, _ := readyz(t, h); code != http.StatusOK {
 		t.Errorf("after nats probe: %d", code)
@@ -131,9 +138,10 @@ func TestReadiness(t *testing.T) {
 	if code != http.StatusServiceUnavailable || r.Ready || !r.Stopping {
 		t.Errorf("stopping: %d %+v", code, r)
 	}
+	checkReady(t, reg, 0)
 
 	want := `
-# HELP kafkamender_dependency_up Whether the last probe of a dependency succeeded (1) or not (0).
+# HELP kafkamender_dependency_up Whether the last probe of a dependency succeeded (1) or not (0), by kind (nats, kafka, zookeeper) and name.
 # TYPE kafkamender_dependency_up gauge
 kafkamender_dependency_up{kind="kafka",name="local"} 1
 kafkamender_dependency_up{kind="nats",name="nats"} 1
@@ -170,4 +178,17 @@ func find(t *testing.T, r readiness, kind, name string) dependencyState {
 	}
 	t.Fatalf("no dependency %s/%s in %+v", kind, name, r.Dependencies)
 	return dependencyState{}
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, series string) float64 {
+	t.Helper()
+	return metricstest.Value(t, reg, series)
+}
+
+// checkReady checks that kafkamender_ready says what /readyz says.
+func checkReady(t *testing.T, reg *prometheus.Registry, want float64) {
+	t.Helper()
+	if got := gauge(t, reg, "kafkamender_ready"); got != want {
+		t.Errorf("kafkamender_ready = %v, want %v", got, want)
+	}
 }

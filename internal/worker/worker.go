@@ -17,6 +17,8 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/handlers"
+	"github.com/kafkamender/kafkamender/internal/metrics"
 )
 
 // Timings of the prober and of shutdown.
@@ -37,6 +39,7 @@ type Worker struct {
 	registry *prometheus.Registry
 	version  string
 	health   *health
+	metrics  *metrics.Metrics
 
 	probeInterval   time.Duration
 	probeTimeout    time.Duration
@@ -57,25 +60,18 @@ func New(cfg *config.Config, logger *zap.Logger, registry *prometheus.Registry) 
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
 	version := buildVersion()
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "kafkamender_build_info",
-		Help:        "Always 1; the version label says which build runs.",
-		ConstLabels: prometheus.Labels{"version": version},
-	})
-	if err := registry.Register(buildInfo); err != nil {
-		return nil, fmt.Errorf("new worker: register kafkamender_build_info: %w", err)
-	}
-	buildInfo.Set(1)
-	h, err := newHealth(cfg.Worker.ID, logger, registry)
+	m, err := metrics.New(registry, metrics.Options{Clusters: cfg.ClusterNames(), SkipReasons: handlers.SkipCodes(), Version: version})
 	if err != nil {
-		return nil, fmt.Errorf("new worker: register kafkamender_dependency_up: %w", err)
+		return nil, fmt.Errorf("new worker: register metrics: %w", err)
 	}
+	h := newHealth(cfg.Worker.ID, logger, m)
 	return &Worker{
 		cfg:             cfg,
 		logger:          logger,
 		registry:        registry,
 		version:         version,
 		health:          h,
+		metrics:         m,
 		probeInterval:   probeInterval,
 		probeTimeout:    probeTimeout,
 		shutdownTimeout: shutdownTimeout,
@@ -214,7 +210,7 @@ func (w *Worker) newBridge(c *clients) (*alertmanager.Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	return alertmanager.New(w.cfg.Alertmanager, js, w.logger.Named("alertmanager"), w.registry)
+	return alertmanager.New(w.cfg.Alertmanager, js, w.logger.Named("alertmanager"), w.metrics), nil
 }
 
 // clients is everything Run connects to, for closing.
@@ -319,9 +315,10 @@ func (w *Worker) logStartup(addr string) {
 		zap.String("worker", cfg.Worker.ID),
 		zap.String("version", w.version),
 		zap.String("http", addr),
-		zap.String("nats", redactURLs(cfg.NATS.URL)),
+		zap.String("nats", config.RedactNATSURLs(cfg.NATS.URL)),
 		zap.String("lock_zookeeper", cfg.Lock.ZooKeeper),
 		zap.String("lock_root", cfg.Lock.Root),
 		zap.Any("clusters", clusters),
+		zap.Strings("config_from_env", cfg.EnvOverrides), // names only: values may be secrets
 	)
 }
