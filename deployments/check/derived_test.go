@@ -36,10 +36,3 @@ func TestDerivedConfig(t *testing.T) {
 		t.Error("derived config lost the comments")
 	}
 }
-
-func TestWithoutOverrides(t *testing.T) {
-	got := withoutOverrides([]string{"PATH=/bin", "KAFKAMENDER_NATS_URL=nats://elsewhere:4222", "HOME=/root", "KAFKAMENDER_HTTP_LISTEN=:1"})
-	if !slices.Equal(got, []string{"PATH=/bin", "HOME=/root"}) {
-		t.Errorf("withoutOverrides = %q", got)
-	}
-}

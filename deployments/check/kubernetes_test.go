@@ -169,6 +169,7 @@ type kubeWorker struct {
 	c         corev1.Container
 	cfgPath   string
 	cfgSource string
+	cfgData   []byte
 	cfg       *config.Config
 }
 
@@ -220,7 +221,7 @@ func kubernetesWorker(t testing.TB) kubeWorker {
 		if err != nil {
 			t.Fatalf("ConfigMap %s key %s (without any environment override): %v", v.ConfigMap.Name, key, err)
 		}
-		w.cfg, w.cfgSource = cfg, fmt.Sprintf("%s/configmap.yaml %s[%s]", kubeDir, v.ConfigMap.Name, key)
+		w.cfg, w.cfgData, w.cfgSource = cfg, []byte(data), fmt.Sprintf("%s/configmap.yaml %s[%s]", kubeDir, v.ConfigMap.Name, key)
 		return w
 	}
 	t.Fatalf("container %s: no volumeMount holds %s", c.Name, cfgPath)
@@ -310,16 +311,27 @@ func TestKubernetesDeployment(t *testing.T) {
 // variables of their own.
 func TestKubernetesEnvironment(t *testing.T) {
 	w := kubernetesWorker(t)
-	paths := ConfigPaths()
-	var names []string
-	for _, p := range paths {
-		names = append(names, EnvName(p))
+	// The worker's configuration as the pod gets it: the ConfigMap's file with the
+	// container's variables (placeholders for the Secret's values).
+	var environ []string
+	for _, e := range w.c.Env {
+		value := e.Value
+		if e.ValueFrom != nil {
+			value = "nats://user:password@nats.example:4222" // the one Secret value: a NATS URL
+		}
+		environ = append(environ, e.Name+"="+value)
+	}
+	cfg, err := config.ParseEnv(w.cfgData, environ)
+	if err != nil {
+		t.Fatalf("%s with the container's environment: %v", w.cfgSource, err)
+	}
+	for _, e := range w.c.Env {
+		if !slices.Contains(cfg.EnvOverrides, e.Name) {
+			t.Errorf("env %s overrides no configuration key (applied: %v)", e.Name, cfg.EnvOverrides)
+		}
 	}
 	secretRefs := 0
 	for _, e := range w.c.Env {
-		if !slices.Contains(names, e.Name) {
-			t.Errorf("env %s overrides no configuration key (KAFKAMENDER_ + a YAML path: %v)", e.Name, names)
-		}
 		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
 			secretRefs++
 			ref := e.ValueFrom.SecretKeyRef
@@ -336,14 +348,14 @@ func TestKubernetesEnvironment(t *testing.T) {
 		}
 	}
 	if secretRefs == 0 || !slices.ContainsFunc(w.c.Env, func(e corev1.EnvVar) bool {
-		return e.Name == EnvName("nats.url") && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+		return e.Name == "KAFKAMENDER_NATS_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
 	}) {
-		t.Errorf("want %s from a Secret", EnvName("nats.url"))
+		t.Error("want KAFKAMENDER_NATS_URL from a Secret")
 	}
 	for _, s := range w.k.services {
 		prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_")) + "_"
 		links := w.d.Spec.Template.Spec.EnableServiceLinks
-		if strings.HasPrefix(prefix, EnvPrefix) {
+		if strings.HasPrefix(prefix, "KAFKAMENDER_") {
 			if links == nil || *links {
 				t.Errorf("Service %s gives every pod %sSERVICE_HOST, %sPORT, ...: set enableServiceLinks: false", s.Name, prefix, prefix)
 			}

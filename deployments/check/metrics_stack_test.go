@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafkamender/kafkamender/deployments/check/generate"
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -84,7 +85,7 @@ func TestMonitoredMetricsExistInARunningWorker(t *testing.T) {
 
 	var logs syncBuffer
 	cmd := exec.Command(bin, "--config", cfgPath)
-	cmd.Env = withoutOverrides(os.Environ())
+	cmd.Env = config.WithoutOverrides(os.Environ())
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -152,13 +153,6 @@ func TestMonitoredMetricsExistInARunningWorker(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Error("worker did not exit within 30s of SIGTERM")
 	}
-}
-
-// withoutOverrides returns an environment less its KAFKAMENDER_ variables: they override
-// the worker's configuration (a developer's shell may export KAFKAMENDER_NATS_URL for
-// the emitter), and the test's worker must run on its file alone.
-func withoutOverrides(environ []string) []string {
-	return slices.DeleteFunc(slices.Clone(environ), func(kv string) bool { return strings.HasPrefix(kv, EnvPrefix) })
 }
 
 // freeAddr returns a loopback address with a port nothing listens on now.
