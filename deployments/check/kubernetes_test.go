@@ -1,0 +1,447 @@
+package check
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/kustomize/api/krusty"
+	kusttypes "sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kafkamender/kafkamender/deployments/check/generate"
+	"github.com/kafkamender/kafkamender/internal/config"
+)
+
+const kubeDir = "deployments/kubernetes"
+
+// kube is the Kubernetes deployment, every object decoded into its API type.
+type kube struct {
+	configMaps      []corev1.ConfigMap
+	deployments     []appsv1.Deployment
+	services        []corev1.Service
+	pdbs            []policyv1.PodDisruptionBudget
+	serviceMonitors []monitoringv1.ServiceMonitor
+	prometheusRules []monitoringv1.PrometheusRule
+}
+
+// decodeObject decodes one manifest strictly into the API type of its kind, and refuses
+// a kind this deployment has no business with.
+func (k *kube) decodeObject(t testing.TB, name string, data []byte) {
+	t.Helper()
+	var meta struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	switch meta.APIVersion + " " + meta.Kind {
+	case "v1 ConfigMap":
+		var o corev1.ConfigMap
+		decodeStrict(t, name, data, &o)
+		k.configMaps = append(k.configMaps, o)
+	case "apps/v1 Deployment":
+		var o appsv1.Deployment
+		decodeStrict(t, name, data, &o)
+		k.deployments = append(k.deployments, o)
+	case "v1 Service":
+		var o corev1.Service
+		decodeStrict(t, name, data, &o)
+		k.services = append(k.services, o)
+	case "policy/v1 PodDisruptionBudget":
+		var o policyv1.PodDisruptionBudget
+		decodeStrict(t, name, data, &o)
+		k.pdbs = append(k.pdbs, o)
+	case "monitoring.coreos.com/v1 ServiceMonitor":
+		var o monitoringv1.ServiceMonitor
+		decodeStrict(t, name, data, &o)
+		k.serviceMonitors = append(k.serviceMonitors, o)
+	case "monitoring.coreos.com/v1 PrometheusRule":
+		var o monitoringv1.PrometheusRule
+		decodeStrict(t, name, data, &o)
+		k.prometheusRules = append(k.prometheusRules, o)
+	default:
+		t.Fatalf("%s: unexpected object %s %s", name, meta.APIVersion, meta.Kind)
+	}
+}
+
+// kustomization decodes kustomization.yaml strictly into kustomize's own type.
+func kustomization(t testing.TB) kusttypes.Kustomization {
+	t.Helper()
+	var k kusttypes.Kustomization
+	decodeStrict(t, kubeDir+"/kustomization.yaml", readRepoFile(t, kubeDir+"/kustomization.yaml"), &k)
+	return k
+}
+
+// sourceManifests decodes every file the kustomization lists, one object each, as written.
+func sourceManifests(t testing.TB) *kube {
+	t.Helper()
+	k := &kube{}
+	for _, r := range kustomization(t).Resources {
+		k.decodeObject(t, r, readRepoFile(t, path.Join(kubeDir, r)))
+	}
+	return k
+}
+
+// renderedManifests builds the kustomization as `kubectl apply -k` would (kustomize
+// itself), and decodes every object it outputs.
+func renderedManifests(t testing.TB) *kube {
+	t.Helper()
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(repoRoot(t), kubeDir))
+	if err != nil {
+		t.Fatalf("kustomize build %s: %v", kubeDir, err)
+	}
+	k := &kube{}
+	for _, r := range m.Resources() {
+		data, err := r.AsYAML()
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.decodeObject(t, "kustomize build: "+r.CurId().String(), data)
+	}
+	return k
+}
+
+// TestKubernetesManifestsDecodeStrictly: each file, as written and as kustomize renders
+// it, decodes into its API type with no unknown field; the kustomization lists every
+// manifest of the directory; and the decoding is strict (a misspelt field fails).
+func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
+	k := kustomization(t)
+	if k.Kind != kusttypes.KustomizationKind || k.APIVersion != kusttypes.KustomizationVersion {
+		t.Errorf("kustomization.yaml: %s %s", k.APIVersion, k.Kind)
+	}
+	entries, err := os.ReadDir(filepath.Join(repoRoot(t), kubeDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []string
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); (ext == ".yaml" || ext == ".yml") && e.Name() != "kustomization.yaml" {
+			files = append(files, e.Name())
+		}
+	}
+	listed := slices.Sorted(slices.Values(k.Resources))
+	if !slices.Equal(files, listed) {
+		t.Errorf("kustomization.yaml lists %v; the directory has %v", listed, files)
+	}
+	src, out := sourceManifests(t), renderedManifests(t)
+	for _, k := range []*kube{src, out} {
+		if len(k.configMaps) != 1 || len(k.deployments) != 1 || len(k.services) != 1 || len(k.pdbs) != 1 ||
+			len(k.serviceMonitors) != 1 || len(k.prometheusRules) != 1 {
+			t.Errorf("want one ConfigMap, Deployment, Service, PodDisruptionBudget, ServiceMonitor and PrometheusRule; got %d %d %d %d %d %d",
+				len(k.configMaps), len(k.deployments), len(k.services), len(k.pdbs), len(k.serviceMonitors), len(k.prometheusRules))
+		}
+	}
+
+	// Strict: a field the API type does not have fails.
+	data := readRepoFile(t, kubeDir+"/deployment.yaml")
+	bad := strings.Replace(string(data), "terminationGracePeriodSeconds:", "terminationGracePeriod:", 1)
+	if bad == string(data) {
+		t.Fatal("deployment.yaml has no terminationGracePeriodSeconds; update this test")
+	}
+	var d appsv1.Deployment
+	if err := yaml.UnmarshalStrict([]byte(bad), &d); err == nil || !strings.Contains(err.Error(), "terminationGracePeriod") {
+		t.Errorf("a misspelt field decoded: %v", err)
+	}
+}
+
+// kubeWorker is the rendered Deployment's worker container and the configuration the
+// ConfigMap mounts for it.
+type kubeWorker struct {
+	k         *kube
+	d         appsv1.Deployment
+	c         corev1.Container
+	cfgPath   string
+	cfgSource string
+	cfgData   []byte
+	cfg       *config.Config
+}
+
+func kubernetesWorker(t testing.TB) kubeWorker {
+	t.Helper()
+	k := renderedManifests(t)
+	if len(k.deployments) != 1 || len(k.deployments[0].Spec.Template.Spec.Containers) != 1 {
+		t.Fatal("want one Deployment with one container")
+	}
+	d := k.deployments[0]
+	c := d.Spec.Template.Spec.Containers[0]
+	w := kubeWorker{k: k, d: d, c: c}
+	cfgPath, ok := flagValue(slices.Concat(c.Command, c.Args), "config")
+	if !ok {
+		t.Fatalf("container %s: args %q have no --config", c.Name, c.Args)
+	}
+	w.cfgPath = cfgPath
+	// The --config file is a key of a ConfigMap mounted as a volume.
+	for _, vm := range c.VolumeMounts {
+		rel, ok := strings.CutPrefix(cfgPath, strings.TrimSuffix(vm.MountPath, "/")+"/")
+		if !ok {
+			continue
+		}
+		i := slices.IndexFunc(d.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 {
+			t.Fatalf("volumeMount %s: no volume of that name", vm.Name)
+		}
+		v := d.Spec.Template.Spec.Volumes[i]
+		if v.ConfigMap == nil {
+			t.Fatalf("volume %s holding %s is not a ConfigMap", v.Name, cfgPath)
+		}
+		key := rel
+		if len(v.ConfigMap.Items) > 0 {
+			j := slices.IndexFunc(v.ConfigMap.Items, func(it corev1.KeyToPath) bool { return it.Path == rel })
+			if j < 0 {
+				t.Fatalf("volume %s: no item has path %s", v.Name, rel)
+			}
+			key = v.ConfigMap.Items[j].Key
+		}
+		j := slices.IndexFunc(k.configMaps, func(cm corev1.ConfigMap) bool { return cm.Name == v.ConfigMap.Name })
+		if j < 0 {
+			t.Fatalf("volume %s mounts ConfigMap %s, which the kustomization does not have", v.Name, v.ConfigMap.Name)
+		}
+		data, ok := k.configMaps[j].Data[key]
+		if !ok {
+			t.Fatalf("ConfigMap %s has no key %s", v.ConfigMap.Name, key)
+		}
+		cfg, err := config.Parse([]byte(data))
+		if err != nil {
+			t.Fatalf("ConfigMap %s key %s (without any environment override): %v", v.ConfigMap.Name, key, err)
+		}
+		w.cfg, w.cfgData, w.cfgSource = cfg, []byte(data), fmt.Sprintf("%s/configmap.yaml %s[%s]", kubeDir, v.ConfigMap.Name, key)
+		return w
+	}
+	t.Fatalf("container %s: no volumeMount holds %s", c.Name, cfgPath)
+	return w
+}
+
+func TestKubernetesDeployment(t *testing.T) {
+	w := kubernetesWorker(t)
+	d, c, pod := w.d, w.c, w.d.Spec.Template.Spec
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 3 {
+		t.Errorf("replicas %v, want 3", d.Spec.Replicas)
+	}
+	sel, err := metaSelector(d.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) || sel.Empty() {
+		t.Errorf("Deployment selector %v does not select its pods %v (%v)", d.Spec.Selector, d.Spec.Template.Labels, err)
+	}
+	for _, tsc := range pod.TopologySpreadConstraints {
+		if s, err := metaSelector(tsc.LabelSelector); err != nil || !s.Matches(labels.Set(d.Spec.Template.Labels)) {
+			t.Errorf("topologySpreadConstraint %s selects other pods: %v", tsc.TopologyKey, tsc.LabelSelector)
+		}
+	}
+	if c.Image == "" || c.Image == "kafkamender" {
+		t.Errorf("image %q: kustomize's images should give it a tag", c.Image)
+	}
+
+	// The HTTP port is the configuration's, named http, and the probes ask it.
+	_, port, err := splitHostPort(w.cfg.HTTP.Listen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if host, _, _ := splitHostPort(w.cfg.HTTP.Listen); !allInterfaces(host) {
+		t.Errorf("%s: http.listen %s: the kubelet's probes and Prometheus could not reach it; want 0.0.0.0", w.cfgSource, w.cfg.HTTP.Listen)
+	}
+	i := slices.IndexFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "http" })
+	if i < 0 {
+		t.Fatalf("container %s has no port named http", c.Name)
+	}
+	if strconv.Itoa(int(c.Ports[i].ContainerPort)) != port {
+		t.Errorf("containerPort %d; %s listens on %s", c.Ports[i].ContainerPort, w.cfgSource, port)
+	}
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"liveness", c.LivenessProbe, "/healthz"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if p.probe == nil || p.probe.HTTPGet == nil {
+			t.Errorf("no HTTP %s probe", p.name)
+			continue
+		}
+		if p.probe.HTTPGet.Path != p.path || !portIs(p.probe.HTTPGet.Port, c.Ports[i]) {
+			t.Errorf("%s probe GETs %s on %s; want %s on the http port", p.name, p.probe.HTTPGet.Path, p.probe.HTTPGet.Port.String(), p.path)
+		}
+	}
+
+	// Resources and a locked-down security context, as the image allows (non-root by number,
+	// writes nothing).
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[r]; !ok {
+			t.Errorf("no %s request", r)
+		}
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+		t.Error("no memory limit")
+	}
+	sc := c.SecurityContext
+	if sc == nil || !isTrue(sc.RunAsNonRoot) || !isTrue(sc.ReadOnlyRootFilesystem) || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Errorf("container securityContext %+v: want runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL", sc)
+	}
+	users := commands[*instructions.UserCommand](parseDockerfile(t).final)
+	if len(users) > 0 && pod.SecurityContext != nil && pod.SecurityContext.RunAsUser != nil {
+		uid, _, _ := strings.Cut(users[len(users)-1].User, ":")
+		if strconv.FormatInt(*pod.SecurityContext.RunAsUser, 10) != uid {
+			t.Errorf("runAsUser %d; the image's USER is %s", *pod.SecurityContext.RunAsUser, uid)
+		}
+	}
+
+	// A graceful stop: the worker gives its HTTP server and then its clients 10s each
+	// (internal/worker) after handing its event back; the kubelet must wait longer.
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g < 30 {
+		t.Errorf("terminationGracePeriodSeconds %v: want at least 30 for a graceful stop", g)
+	}
+}
+
+// TestKubernetesEnvironment: every variable the container sets is a configuration
+// override of a key the worker has, and the Service's links do not add KAFKAMENDER_*
+// variables of their own.
+func TestKubernetesEnvironment(t *testing.T) {
+	w := kubernetesWorker(t)
+	// The worker's configuration as the pod gets it: the ConfigMap's file with the
+	// container's variables (placeholders for the Secret's values).
+	var environ []string
+	for _, e := range w.c.Env {
+		value := e.Value
+		if e.ValueFrom != nil {
+			value = "nats://user:password@nats.example:4222" // the one Secret value: a NATS URL
+		}
+		environ = append(environ, e.Name+"="+value)
+	}
+	cfg, err := config.ParseEnv(w.cfgData, environ)
+	if err != nil {
+		t.Fatalf("%s with the container's environment: %v", w.cfgSource, err)
+	}
+	for _, e := range w.c.Env {
+		if !slices.Contains(cfg.EnvOverrides, e.Name) {
+			t.Errorf("env %s overrides no configuration key (applied: %v)", e.Name, cfg.EnvOverrides)
+		}
+	}
+	secretRefs := 0
+	for _, e := range w.c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			secretRefs++
+			ref := e.ValueFrom.SecretKeyRef
+			if ref.Optional != nil && *ref.Optional {
+				t.Errorf("env %s: the Secret is optional; the placeholder in the ConfigMap would be used silently", e.Name)
+			}
+			// The Secret is not in the kustomization (credentials stay out of git): the
+			// README says how to create it.
+			readme := string(readRepoFile(t, kubeDir+"/README.md"))
+			want := regexp.MustCompile(`create secret generic ` + regexp.QuoteMeta(ref.Name) + `\b[^\n]*--from-literal=` + regexp.QuoteMeta(ref.Key) + `=`)
+			if !want.MatchString(readme) {
+				t.Errorf("env %s needs Secret %s key %s; %s/README.md does not say how to create it", e.Name, ref.Name, ref.Key, kubeDir)
+			}
+		}
+	}
+	if secretRefs == 0 || !slices.ContainsFunc(w.c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "KAFKAMENDER_NATS_URL" && e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil
+	}) {
+		t.Error("want KAFKAMENDER_NATS_URL from a Secret")
+	}
+	for _, s := range w.k.services {
+		prefix := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_")) + "_"
+		links := w.d.Spec.Template.Spec.EnableServiceLinks
+		if strings.HasPrefix(prefix, "KAFKAMENDER_") {
+			if links == nil || *links {
+				t.Errorf("Service %s gives every pod %sSERVICE_HOST, %sPORT, ...: set enableServiceLinks: false", s.Name, prefix, prefix)
+			}
+		}
+	}
+}
+
+// TestKubernetesSelectors: the Service, the PodDisruptionBudget and the ServiceMonitor
+// select what they are for, on ports that exist.
+func TestKubernetesSelectors(t *testing.T) {
+	w := kubernetesWorker(t)
+	k, pods := w.k, labels.Set(w.d.Spec.Template.Labels)
+	svc := k.services[0]
+	if len(svc.Spec.Selector) == 0 || !labels.SelectorFromSet(svc.Spec.Selector).Matches(pods) {
+		t.Errorf("Service %s selects %v, not the pods %v", svc.Name, svc.Spec.Selector, pods)
+	}
+	var httpPort *corev1.ServicePort
+	for i, p := range svc.Spec.Ports {
+		if !slices.ContainsFunc(w.c.Ports, func(cp corev1.ContainerPort) bool { return portIs(p.TargetPort, cp) }) {
+			t.Errorf("Service port %s targets %s, which the container does not have", p.Name, p.TargetPort.String())
+		}
+		if p.Name == "http" {
+			httpPort = &svc.Spec.Ports[i]
+		}
+	}
+	if httpPort == nil {
+		t.Fatalf("Service %s has no port named http", svc.Name)
+	}
+
+	pdb := k.pdbs[0]
+	if s, err := metaSelector(pdb.Spec.Selector); err != nil || s.Empty() || !s.Matches(pods) {
+		t.Errorf("PodDisruptionBudget selects %v, not the pods %v", pdb.Spec.Selector, pods)
+	}
+	if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() < 1 || int32(pdb.Spec.MaxUnavailable.IntValue()) >= *w.d.Spec.Replicas {
+		t.Errorf("PodDisruptionBudget maxUnavailable %v: want at least 1 and fewer than the %d replicas", pdb.Spec.MaxUnavailable, *w.d.Spec.Replicas)
+	}
+
+	sm := k.serviceMonitors[0]
+	if s, err := metaSelector(&sm.Spec.Selector); err != nil || s.Empty() || !s.Matches(labels.Set(svc.Labels)) {
+		t.Errorf("ServiceMonitor selects %v, not Service %s %v", sm.Spec.Selector, svc.Name, svc.Labels)
+	}
+	if len(sm.Spec.Endpoints) == 0 {
+		t.Fatal("ServiceMonitor has no endpoint")
+	}
+	for _, ep := range sm.Spec.Endpoints {
+		if ep.Port != httpPort.Name || ep.Path != "/metrics" {
+			t.Errorf("ServiceMonitor endpoint port %q path %q: want port %s, path /metrics", ep.Port, ep.Path, httpPort.Name)
+		}
+	}
+
+	// The job label the ServiceMonitor gives the series is the one the rules expect.
+	job := svc.Name
+	if sm.Spec.JobLabel != "" {
+		job = svc.Labels[sm.Spec.JobLabel]
+	}
+	for _, g := range k.prometheusRules[0].Spec.Groups {
+		for _, r := range g.Rules {
+			e, err := ParseExpr(r.Expr.String())
+			if err != nil {
+				t.Fatalf("rule %s: %v", r.Alert, err)
+			}
+			for _, vs := range selectors(e) {
+				for _, m := range vs.LabelMatchers {
+					if m.Name == "job" && !m.Matches(job) {
+						t.Errorf("rule %s selects %s; the ServiceMonitor's series have job=%q", r.Alert, vs, job)
+					}
+				}
+			}
+		}
+	}
+	if !slices.Contains(kustomization(t).Resources, path.Base(generate.PrometheusRuleFile)) {
+		t.Errorf("the kustomization does not apply the generated %s", generate.PrometheusRuleFile)
+	}
+}
+
+func metaSelector(s *metav1.LabelSelector) (labels.Selector, error) {
+	return metav1.LabelSelectorAsSelector(s)
+}
+
+// portIs reports whether a probe's or Service's port refers to the container port, by
+// name or by number.
+func portIs(p intstr.IntOrString, cp corev1.ContainerPort) bool {
+	if p.Type == intstr.String {
+		return p.StrVal == cp.Name
+	}
+	return p.IntVal == cp.ContainerPort
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
