@@ -5,14 +5,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -30,6 +36,8 @@ commands:
   start S          start server S and wait until it answers
   restart S        stop, then start server S
   verify-down      exit 1 if any server process of the stack is still running
+  topic C T [P R]  create topic T on cluster C (local or kraft) with P partitions (default 4)
+                   of R replicas (default 2), placed by Kafka; harmless when it exists
 
 servers: ` + "%s\n"
 
@@ -95,6 +103,8 @@ func run(ctx context.Context, cmd string, args []string) error {
 		default:
 			return st.Restart(ctx, name)
 		}
+	case "topic":
+		return topic(ctx, args)
 	case "verify-down":
 		running, err := st.Running()
 		if err != nil {
@@ -152,5 +162,42 @@ func logs(st *stack.Stack, args []string) error {
 	for _, name := range names {
 		fmt.Printf("==> %s <==\n%s\n\n", st.LogPath(name), stack.Tail(st.LogPath(name), *n))
 	}
+	return nil
+}
+
+// topic creates a topic for trying the worker by hand (README: "Ask for a change").
+func topic(ctx context.Context, args []string) error {
+	if len(args) != 2 && len(args) != 4 {
+		return errors.New("topic needs CLUSTER TOPIC [PARTITIONS REPLICAS]")
+	}
+	c, err := stack.ClusterByName(args[0])
+	if err != nil {
+		return err
+	}
+	partitions, replicas := 4, 2
+	if len(args) == 4 {
+		if partitions, err = strconv.Atoi(args[2]); err != nil || partitions < 1 {
+			return fmt.Errorf("partitions %q: want a positive number", args[2])
+		}
+		if replicas, err = strconv.Atoi(args[3]); err != nil || replicas < 1 || replicas > len(c.Brokers) {
+			return fmt.Errorf("replicas %q: want 1 to %d", args[3], len(c.Brokers))
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err = kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), int16(replicas), nil, args[1])
+	if errors.Is(err, kerr.TopicAlreadyExists) {
+		fmt.Printf("topic %s exists on cluster %s\n", args[1], c.Name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create topic %s on cluster %s: %w", args[1], c.Name, err)
+	}
+	fmt.Printf("created topic %s on cluster %s: %d partitions of %d replicas\n", args[1], c.Name, partitions, replicas)
 	return nil
 }
