@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -64,7 +63,7 @@ func TestMonitoredMetricsExistInARunningWorker(t *testing.T) {
 	// deployments/local/worker.yaml on a free port, with a consumer and subjects of its own,
 	// so that it takes no event of another test (or of a worker run by hand) and does not
 	// block their consumers on the work-queue stream.
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	consumer := testenv.Name(t, "deploy")
 	t.Cleanup(func() {
 		js, err := jetstream.New(env.NATS(t))
@@ -153,17 +152,6 @@ func TestMonitoredMetricsExistInARunningWorker(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Error("worker did not exit within 30s of SIGTERM")
 	}
-}
-
-// freeAddr returns a loopback address with a port nothing listens on now.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // derivedConfig returns a worker configuration with some keys set, by their dotted YAML

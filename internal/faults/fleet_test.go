@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -96,24 +95,13 @@ type fleetProc struct {
 
 func (f *fleet) start(name string) *fleetProc {
 	f.t.Helper()
-	return f.startAt(name, freeAddr(f.t))
+	return f.startAt(name, testenv.FreeAddr(f.t))
 }
 
 // startAt starts a worker of the fleet whose HTTP listener is addr.
 func (f *fleet) startAt(name, addr string) *fleetProc {
 	f.t.Helper()
 	return &fleetProc{proc: startProc(f.t, name, f.config(name, addr)), addr: addr}
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // ready reports the worker's /readyz status code.

@@ -19,6 +19,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -506,4 +507,16 @@ func (e *Env) flock(t testing.TB, name string) {
 // ("NAME=value" entries).
 func WorkerEnv(extra ...string) []string {
 	return append(config.WithoutOverrides(os.Environ()), extra...)
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago, for a server a
+// test starts (a worker's HTTP listener, say).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
