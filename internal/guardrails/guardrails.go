@@ -1,0 +1,203 @@
+// Package guardrails holds the limits that every event must stay within, whatever it asks
+// (the configuration's guardrails section, docs/repairs.md#guardrails): the sources allowed
+// to send each event type, the protected topics, the most partitions one event may change
+// and the most operations per hour on one cluster.
+//
+// It is pure: no I/O, no clock of its own. The handlers keep the hourly record of each
+// cluster in NATS key-value and ask [Admit] whether one more operation fits it.
+//
+// Every refusal is a [*Violation], whose message starts with the rule that refused:
+//
+//	guardrails.allowed_sources: source "x" may not send broker-overloaded events (allowed: alertmanager)
+package guardrails
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The rules, named as in the configuration: a [Violation] names the one that refused.
+const (
+	RuleAllowedSources  = "guardrails.allowed_sources"
+	RuleProtectedTopics = "guardrails.protected_topics"
+	RuleMaxPartitions   = "guardrails.max_partitions_per_event"
+	RuleMaxOperations   = "guardrails.max_operations_per_hour"
+)
+
+// Window is how far back operations count toward the hourly cap.
+const Window = time.Hour
+
+// Violation is an event refused by a guardrail: its result is "rejected", nothing changed.
+type Violation struct {
+	Rule   string // one of the Rule* constants
+	Reason string
+}
+
+func (v *Violation) Error() string { return v.Rule + ": " + v.Reason }
+
+// Limits are the guardrails as configured. Zero values mean no limit.
+type Limits struct {
+	// ProtectedTopics are RE2 regular expressions: a topic that one of them matches (any
+	// part of its name) is never changed.
+	ProtectedTopics []string
+	// MaxPartitionsPerEvent caps the partitions one plan may change; 0: no cap.
+	MaxPartitionsPerEvent int
+	// MaxOperationsPerHour caps the operations that write to one cluster within an hour,
+	// across the fleet; 0: no cap.
+	MaxOperationsPerHour int
+	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it; a
+	// type not listed may come from any source.
+	AllowedSources map[string][]string
+}
+
+// Rules are compiled Limits. They never change after New, so they are safe for concurrent
+// use.
+type Rules struct {
+	protected     []*regexp.Regexp
+	maxPartitions int
+	maxOperations int
+	sources       map[string][]string
+}
+
+// Compile compiles one protected-topic pattern. Its error shows the pattern, quoted, and
+// the regexp's error without repeating the pattern's text.
+func Compile(pattern string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(pattern)
+	if err == nil {
+		return re, nil
+	}
+	if se, ok := errors.AsType[*syntax.Error](err); ok {
+		return nil, fmt.Errorf("%q: error parsing regexp: %s", pattern, se.Code)
+	}
+	return nil, fmt.Errorf("%q: %v", pattern, err)
+}
+
+// New compiles l. Its errors name the field, as the configuration's validation does (which
+// refuses them first).
+func New(l Limits) (*Rules, error) {
+	r := &Rules{maxPartitions: l.MaxPartitionsPerEvent, maxOperations: l.MaxOperationsPerHour, sources: map[string][]string{}}
+	var errs []error
+	for i, p := range l.ProtectedTopics {
+		re, err := Compile(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", RuleProtectedTopics, i, err))
+			continue
+		}
+		r.protected = append(r.protected, re)
+	}
+	if l.MaxPartitionsPerEvent < 0 {
+		errs = append(errs, fmt.Errorf("%s: %d: must not be negative", RuleMaxPartitions, l.MaxPartitionsPerEvent))
+	}
+	if l.MaxOperationsPerHour < 0 {
+		errs = append(errs, fmt.Errorf("%s: %d: must not be negative", RuleMaxOperations, l.MaxOperationsPerHour))
+	}
+	for typ, list := range l.AllowedSources {
+		r.sources[typ] = slices.Clone(list)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Source refuses an event of type typ from source when the type has an allow-list that
+// does not name the source (exactly).
+func (r *Rules) Source(typ, source string) error {
+	allowed, listed := r.sources[typ]
+	if !listed || slices.Contains(allowed, source) {
+		return nil
+	}
+	return &Violation{Rule: RuleAllowedSources, Reason: fmt.Sprintf("source %q may not send %s events (allowed: %s)", source, typ, strings.Join(allowed, ", "))}
+}
+
+// Protected reports whether topic is protected, and the pattern that protects it (the
+// first that matches, in the configuration's order).
+func (r *Rules) Protected(topic string) (pattern string, ok bool) {
+	for _, re := range r.protected {
+		if re.MatchString(topic) {
+			return re.String(), true
+		}
+	}
+	return "", false
+}
+
+// HasProtected reports whether any topic pattern is configured.
+func (r *Rules) HasProtected() bool { return len(r.protected) > 0 }
+
+// Topics refuses an event that names a protected topic explicitly, naming each one.
+func (r *Rules) Topics(topics ...string) error {
+	var matched []string
+	seen := map[string]bool{}
+	for _, t := range topics {
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		if p, ok := r.Protected(t); ok {
+			matched = append(matched, fmt.Sprintf("topic %q matches %q", t, p))
+		}
+	}
+	if len(matched) == 0 {
+		return nil
+	}
+	return &Violation{Rule: RuleProtectedTopics, Reason: strings.Join(matched, "; ")}
+}
+
+// Partitions refuses a plan that changes more than the cap of partitions (n changes).
+func (r *Rules) Partitions(n int) error {
+	if r.maxPartitions == 0 || n <= r.maxPartitions {
+		return nil
+	}
+	return &Violation{Rule: RuleMaxPartitions, Reason: fmt.Sprintf("the plan changes %d partitions, over the cap of %d", n, r.maxPartitions)}
+}
+
+// OperationsPerHour is the hourly cap of operations per cluster; 0: none.
+func (r *Rules) OperationsPerHour() int { return r.maxOperations }
+
+// Op is one operation that wrote to a cluster: the event and when it began writing.
+type Op struct {
+	Event string    `json:"event"`
+	At    time.Time `json:"at"`
+}
+
+// Admit decides whether the operation of event may begin writing to cluster at now, given
+// ops, the cluster's record, under the hourly cap limit (0: none). It returns the record to
+// store: ops without those older than the [Window] (pruned), with the event added, oldest
+// first; and whether it differs from ops (false: nothing to write).
+//
+// An event the record lists already (its operation was counted, then interrupted before
+// its journal entry was written, and is tried again) is not counted again and is never
+// refused. Otherwise, with limit or more operations in the window the event is refused with
+// a [*Violation] that says when the window frees a place.
+func Admit(ops []Op, cluster, event string, now time.Time, limit int) ([]Op, bool, error) {
+	kept := make([]Op, 0, len(ops)+1)
+	for _, o := range ops {
+		if now.Sub(o.At) < Window {
+			kept = append(kept, o)
+		}
+	}
+	slices.SortStableFunc(kept, func(a, b Op) int { return a.At.Compare(b.At) })
+	pruned := len(kept) != len(ops)
+	if slices.ContainsFunc(kept, func(o Op) bool { return o.Event == event }) {
+		return kept, pruned, nil
+	}
+	if limit > 0 && len(kept) >= limit {
+		// The place frees when enough of the oldest leave the window for one more to fit.
+		frees := kept[len(kept)-limit].At.Add(Window).UTC().Format("15:04:05Z07:00")
+		reason := fmt.Sprintf("cluster %s ran %d operations in the last hour (the cap is %d); ", cluster, len(kept), limit)
+		if len(kept) == limit {
+			reason += "the oldest counts until " + frees
+		} else {
+			reason += "one more fits from " + frees
+		}
+		return kept, pruned, &Violation{Rule: RuleMaxOperations, Reason: reason}
+	}
+	kept = append(kept, Op{Event: event, At: now.UTC()})
+	slices.SortStableFunc(kept, func(a, b Op) int { return a.At.Compare(b.At) }) // clocks of other workers may run ahead
+	return kept, true, nil
+}
