@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/guardrails"
 )
 
 // Config is the worker configuration.
@@ -32,6 +33,8 @@ type Config struct {
 	// Alertmanager maps Alertmanager webhook notifications (POST /v1/alertmanager on the
 	// HTTP listener) to events.
 	Alertmanager Alertmanager `yaml:"alertmanager"`
+	// Guardrails are limits every event must stay within, whatever it asks.
+	Guardrails Guardrails `yaml:"guardrails"`
 
 	// EnvOverrides names the environment variables that set fields of this configuration
 	// (see [ParseEnv]), sorted; nil when none did, and always from [Parse]. Names only:
@@ -62,6 +65,25 @@ type AlertRule struct {
 	// Fields maps event data fields to the labels their values come from, e.g.
 	// broker: broker_id. A list field takes a comma-separated label value.
 	Fields map[string]string `yaml:"fields"`
+}
+
+// Guardrails are limits every event must stay within, whatever it asks: an event outside
+// one gets a "rejected" result naming the rule, and nothing is changed
+// (docs/repairs.md#guardrails). Zero values mean no limit.
+type Guardrails struct {
+	// ProtectedTopics are RE2 regular expressions: a topic that one of them matches (any
+	// part of its name; anchor with ^ and $) is never changed. An event that names one is
+	// rejected; an operation that picks topics itself skips its partitions ("protected").
+	ProtectedTopics []string `yaml:"protected_topics"`
+	// MaxPartitionsPerEvent caps the partitions one event's plan may change; a plan over it
+	// is rejected whole. 0: no cap.
+	MaxPartitionsPerEvent int `yaml:"max_partitions_per_event"`
+	// MaxOperationsPerHour caps the operations that write to one Kafka cluster within an
+	// hour, across the whole fleet (recorded in NATS key-value). 0: no cap.
+	MaxOperationsPerHour int `yaml:"max_operations_per_hour"`
+	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it
+	// (exact match); a type not listed may come from any source.
+	AllowedSources map[string][]string `yaml:"allowed_sources"`
 }
 
 // LogDir tunes moves of replicas between the log directories (disks) of a broker.
@@ -491,6 +513,7 @@ func (c *Config) problems() problems {
 		p.add("logdir.tolerance", fmt.Errorf("%g: must be at least 0 and less than 1", *t))
 	}
 	c.Alertmanager.validate(&p)
+	c.Guardrails.validate(&p)
 	if c.BrokerOverloaded.CoolDown < 0 {
 		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))
 	}
@@ -785,6 +808,36 @@ func (a *Alertmanager) validate(p *problems) {
 			}
 			if r.Fields[field] == "" {
 				p.add(path+".fields."+field, errors.New("names no label"))
+			}
+		}
+	}
+}
+
+func (g *Guardrails) validate(p *problems) {
+	for i, pattern := range g.ProtectedTopics {
+		if _, err := guardrails.Compile(pattern); err != nil {
+			p.add(fmt.Sprintf("guardrails.protected_topics[%d]", i), err)
+		}
+	}
+	if g.MaxPartitionsPerEvent < 0 {
+		p.add("guardrails.max_partitions_per_event", fmt.Errorf("%d: must be 0 (no cap) or more", g.MaxPartitionsPerEvent))
+	}
+	if g.MaxOperationsPerHour < 0 {
+		p.add("guardrails.max_operations_per_hour", fmt.Errorf("%d: must be 0 (no cap) or more", g.MaxOperationsPerHour))
+	}
+	for _, typ := range slices.Sorted(maps.Keys(g.AllowedSources)) {
+		path := pathJoin("guardrails.allowed_sources", typ)
+		if !events.KnownType(typ) {
+			p.add(path, fmt.Errorf("unknown event type (want one of %s)", strings.Join(eventTypeNames(), ", ")))
+			continue
+		}
+		sources := g.AllowedSources[typ]
+		if len(sources) == 0 {
+			p.add(path, errors.New("lists no source (leave the type out to allow any source)"))
+		}
+		for i, src := range sources {
+			if src == "" {
+				p.add(fmt.Sprintf("%s[%d]", path, i), errors.New("empty source"))
 			}
 		}
 	}

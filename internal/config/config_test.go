@@ -472,6 +472,32 @@ clusters:
 			},
 		},
 		{
+			name: "guardrails",
+			yaml: base + oneCluster + `guardrails:
+  protected_topics: ["^protected-", "a(b", "^__consumer_offsets$", "x**"]
+  max_partitions_per_event: -1
+  max_operations_per_hour: -5
+  allowed_sources:
+    broker-overloaded: [alertmanager, ""]
+    replica-change-requested: []
+    broker-overload: [alertmanager]
+`,
+			want: []string{
+				`guardrails.protected_topics[1]: "a(b": error parsing regexp: missing closing )`,
+				`guardrails.protected_topics[3]: "x**": error parsing regexp: invalid nested repetition operator`,
+				"guardrails.max_partitions_per_event: -1: must be 0 (no cap) or more",
+				"guardrails.max_operations_per_hour: -5: must be 0 (no cap) or more",
+				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested)",
+				"guardrails.allowed_sources.broker-overloaded[1]: empty source",
+				"guardrails.allowed_sources.replica-change-requested: lists no source (leave the type out to allow any source)",
+			},
+		},
+		{
+			name: "guardrails of the wrong shape",
+			yaml: base + oneCluster + "guardrails:\n  allowed_sources:\n    broker-overloaded: alertmanager\n",
+			want: []string{"guardrails.allowed_sources.broker-overloaded: want a list, got a string (line 12)"},
+		},
+		{
 			name: "every problem at once",
 			yaml: "clusters:\n  local:\n    strategy: foo\nlog:\n  level: loud\n",
 			want: []string{
@@ -515,6 +541,16 @@ clusters:
     zookeeper: zk1:2181,zk2:2181,zk3:2181/kafka/legacy
     strategy: zk-reassign
 `},
+		{"guardrails", base + oneCluster + `guardrails:
+  protected_topics: ["^protected-", "^__consumer_offsets$", "(?i)^audit\\."]
+  max_partitions_per_event: 10
+  max_operations_per_hour: 5
+  allowed_sources:
+    broker-overloaded: [alertmanager]
+    replica-change-requested: [ops-pipeline, kafkamender-emitter]
+    logdir-move-requested: [ops-pipeline]
+`},
+		{"guardrails with no limit", base + oneCluster + "guardrails: {protected_topics: [], allowed_sources: {}}\n"},
 		{"several nats urls", "nats:\n  url: nats://a:4222, tls://b:4443,nats://c\nlock:\n  zookeeper: 127.0.0.1:2181\n" + oneCluster},
 	}
 	for _, tt := range tests {

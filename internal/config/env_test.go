@@ -117,6 +117,16 @@ func TestParseEnv(t *testing.T) {
 			want:    [][]string{{"k1:9092", "k2:9092", "k3:9092"}, {"kafkamender.events.local.>"}},
 		},
 		{
+			name: "guardrails: scalars and the protected topics as a comma list",
+			yaml: envBase + "guardrails:\n  protected_topics: [^file-]\n  allowed_sources: {broker-overloaded: [alertmanager]}\n",
+			env: []string{"KAFKAMENDER_GUARDRAILS_PROTECTED_TOPICS=^protected-, ^__consumer_offsets$", "KAFKAMENDER_GUARDRAILS_MAX_PARTITIONS_PER_EVENT=10",
+				"KAFKAMENDER_GUARDRAILS_MAX_OPERATIONS_PER_HOUR=5"},
+			applied: []string{"KAFKAMENDER_GUARDRAILS_MAX_OPERATIONS_PER_HOUR", "KAFKAMENDER_GUARDRAILS_MAX_PARTITIONS_PER_EVENT", "KAFKAMENDER_GUARDRAILS_PROTECTED_TOPICS"},
+			got:     func(c *Config) any { return c.Guardrails },
+			want: Guardrails{ProtectedTopics: []string{"^protected-", "^__consumer_offsets$"}, MaxPartitionsPerEvent: 10, MaxOperationsPerHour: 5,
+				AllowedSources: map[string][]string{"broker-overloaded": {"alertmanager"}}},
+		},
+		{
 			name:    "cluster names: upper case, '-' to '_'",
 			yaml:    envBase + "  Kraft2:\n    bootstrap_servers: [127.0.0.1:39092]\n",
 			env:     []string{"KAFKAMENDER_CLUSTERS_PROD_EU_ZOOKEEPER=zk:2181/eu", "KAFKAMENDER_CLUSTERS_KRAFT2_STRATEGY=api"},
@@ -230,6 +240,14 @@ func TestParseEnvErrors(t *testing.T) {
 			},
 		},
 		{
+			name: "guardrails.allowed_sources is a mapping",
+			env:  []string{"KAFKAMENDER_GUARDRAILS_ALLOWED_SOURCES=" + secret, "KAFKAMENDER_GUARDRAILS_ALLOWED_SOURCES_BROKER_OVERLOADED=" + secret},
+			want: []string{
+				"KAFKAMENDER_GUARDRAILS_ALLOWED_SOURCES: guardrails.allowed_sources is a mapping of lists of strings, which cannot be set from the environment",
+				"KAFKAMENDER_GUARDRAILS_ALLOWED_SOURCES_BROKER_OVERLOADED: names no setting",
+			},
+		},
+		{
 			name: "bad integer",
 			env:  []string{"KAFKAMENDER_NATS_MAX_ATTEMPTS=" + secret},
 			want: []string{"KAFKAMENDER_NATS_MAX_ATTEMPTS (nats.max_attempts): want an integer: invalid syntax"},
@@ -303,6 +321,11 @@ func TestParseEnvErrors(t *testing.T) {
 			name: "validation of a list item",
 			env:  []string{"KAFKAMENDER_CLUSTERS_LOCAL_BOOTSTRAP_SERVERS=127.0.0.1:1, " + secret},
 			want: []string{"clusters.local.bootstrap_servers[1] (from KAFKAMENDER_CLUSTERS_LOCAL_BOOTSTRAP_SERVERS): <hidden>: want host:port"},
+		},
+		{
+			name: "validation of a protected topic pattern",
+			env:  []string{"KAFKAMENDER_GUARDRAILS_PROTECTED_TOPICS=^ok-, " + secret + "("},
+			want: []string{"guardrails.protected_topics[1] (from KAFKAMENDER_GUARDRAILS_PROTECTED_TOPICS): <hidden>: error parsing regexp: missing closing )"},
 		},
 		{
 			name: "validation of a nats url with a token",
