@@ -591,6 +591,22 @@ func TestResultSchemaMatchesResult(t *testing.T) {
 	if !slices.Equal(listed, codes) {
 		t.Errorf("docs/contract.md lists the skip codes %v, want %v", listed, codes)
 	}
+	metricsDoc, err := os.ReadFile(filepath.Join(docsDir(t), "metrics.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := regexp.MustCompile("(?m)^\\| `kafkamender_partitions_skipped_total` \\|.*?\\(([^;\\n]*);").FindSubmatch(metricsDoc)
+	if row == nil {
+		t.Fatal("docs/metrics.md has no row for kafkamender_partitions_skipped_total with its reason codes")
+	}
+	listed = nil
+	for _, m := range regexp.MustCompile("`([a-z_]+)`").FindAllSubmatch(row[1], -1) {
+		listed = append(listed, string(m[1]))
+	}
+	slices.Sort(listed)
+	if !slices.Equal(listed, codes) {
+		t.Errorf("docs/metrics.md lists the skip reasons %v, want %v", listed, codes)
+	}
 }
 
 // stringConstants returns the values of the string constants of type typ (or pkg.typ)

@@ -50,6 +50,8 @@ type LogDirRequest struct {
 	// Tolerance is how close the two directories must end, as a fraction of their combined
 	// size: |from − to| ≤ Tolerance × (from + to). Balance moves only.
 	Tolerance float64
+	// Protected topics are never moved (guardrails.protected_topics); nil: none.
+	Protected Protected
 }
 
 // LogDirPlan is a plan of log-dir moves: Changes carry Broker, DirBefore, DirAfter and
@@ -88,10 +90,15 @@ const exactLimit = 32
 // worse and are never moved), and says so (Reached false). Directories already within the
 // tolerance: nothing to do.
 //
+// Replicas of a topic req.Protected protects are never moved. A balance plans without
+// them and lists in Skipped (SkipProtected) those that the same balance would have moved
+// had they not been protected: not every protected replica of the directory.
+//
 // Rejected, with the reason: an unknown or offline directory, the same directory as source
 // and target, a replica not on the broker, a move already in progress (a future replica of
 // the partition, for an explicit move; any future replica on the broker, for a balance:
-// one source directory at a time, and the sizes are in flux meanwhile).
+// one source directory at a time, and the sizes are in flux meanwhile), an explicit move
+// of a protected topic's replica.
 func LogDirMoves(dirs []LogDir, req LogDirRequest) (LogDirPlan, error) {
 	byPath := map[string]*LogDir{}
 	var online []string
@@ -133,6 +140,9 @@ func LogDirMoves(dirs []LogDir, req LogDirRequest) (LogDirPlan, error) {
 
 func explicitMove(dirs []LogDir, req LogDirRequest, usable func(string, string) (*LogDir, error)) (LogDirPlan, error) {
 	tp := *req.Replica
+	if pattern, ok := req.Protected.match(tp.Topic); ok {
+		return LogDirPlan{}, reject("guardrails.protected_topics: topic %q matches %q", tp.Topic, pattern)
+	}
 	to, err := usable("to_dir", req.To)
 	if err != nil {
 		return LogDirPlan{}, err
@@ -233,12 +243,32 @@ func balanceDirs(from, to *LogDir, req LogDirRequest) LogDirPlan {
 		return cmp.Compare(a.Partition, b.Partition)
 	})
 	lo, hi := (d-p.Allowed+1)/2, (d+p.Allowed)/2
-	var pick []LogDirReplica
-	if len(cands) <= exactLimit {
-		pick = exactPick(cands, lo, hi, d)
-	} else {
-		pick = greedyPick(cands, lo, hi, d)
+	choose := func(cands []LogDirReplica) []LogDirReplica {
+		if len(cands) <= exactLimit {
+			return exactPick(cands, lo, hi, d)
+		}
+		return greedyPick(cands, lo, hi, d)
 	}
+	if req.Protected != nil {
+		allowed := make([]LogDirReplica, 0, len(cands))
+		for _, r := range cands {
+			if _, ok := req.Protected(r.Topic); !ok {
+				allowed = append(allowed, r)
+			}
+		}
+		if len(allowed) < len(cands) {
+			// Skip the protected replicas the balance would have moved, then balance without
+			// any.
+			for _, r := range choose(cands) {
+				if pattern, ok := req.Protected(r.Topic); ok {
+					p.Skipped = append(p.Skipped, protectedSkip(r.TopicPartition, pattern))
+				}
+			}
+			slices.SortFunc(p.Skipped, func(x, y Skip) int { return compareTP(x.TopicPartition, y.TopicPartition) })
+			cands = allowed
+		}
+	}
+	pick := choose(cands)
 	var x int64
 	for _, r := range pick {
 		x += r.Size

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -151,6 +152,210 @@ func TestLogDirMovesBalance(t *testing.T) {
 	}
 }
 
+// A protected topic's replicas never move: a balance picks among the others and lists the
+// protected replicas it would have moved; an explicit move of one is rejected.
+func TestLogDirMovesProtected(t *testing.T) {
+	// d = 157 − 57 = 100, allowed 10: move x in [45, 55]. Unprotected, p-3 (47) alone is
+	// the smallest sum in range.
+	dirs := func() []LogDir {
+		return []LogDir{
+			{Path: "/a", Replicas: []LogDirReplica{rep("t", 0, 60), rep("t", 1, 30), rep("t", 2, 20), rep("p", 3, 47)}},
+			{Path: "/b", Replicas: []LogDirReplica{rep("u", 0, 57)}},
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		dirs      []LogDir
+		req       LogDirRequest
+		wantMoves []string
+		wantSkips []string // topic-partition: reason
+		reached   bool
+		reject    string
+	}{
+		{
+			name: "without guardrails",
+			dirs: dirs(), req: LogDirRequest{Broker: 1, Tolerance: 0.05},
+			wantMoves: []string{"p-3"}, reached: true,
+		},
+		{
+			name: "the protected replica it would move is skipped; the balance picks among the others",
+			dirs: dirs(), req: LogDirRequest{Broker: 1, Tolerance: 0.05, Protected: protect("^p$")},
+			wantMoves: []string{"t-1", "t-2"}, reached: true,
+			wantSkips: []string{`p-3: topic "p" is protected: it matches "^p$" (guardrails.protected_topics)`},
+		},
+		{
+			name: "a protected replica it would not move is not listed",
+			dirs: dirs(), req: LogDirRequest{Broker: 1, Tolerance: 0.05, Protected: protect("^t$")},
+			wantMoves: []string{"p-3"}, reached: true,
+		},
+		{
+			name: "everything protected: nothing moves, what would have is listed",
+			dirs: dirs(), req: LogDirRequest{Broker: 1, Tolerance: 0.05, Protected: protect(".")},
+			wantSkips: []string{`p-3: topic "p" is protected`},
+		},
+		{
+			// d = 100, allowed 8: [46, 54]. Unprotected: t-1 + t-2 = 50. Without them only
+			// q-3 (80) is left: out of range, but it brings the two closer.
+			name: "several would have moved: each listed, the best without them moves",
+			dirs: []LogDir{
+				{Path: "/a", Replicas: []LogDirReplica{rep("t", 2, 30), rep("q", 3, 80), rep("t", 1, 20)}},
+				{Path: "/b", Replicas: []LogDirReplica{rep("u", 0, 30)}},
+			},
+			req:       LogDirRequest{Broker: 1, Tolerance: 0.05, Protected: protect("^t$")},
+			wantMoves: []string{"q-3"}, reached: false,
+			wantSkips: []string{`t-1: topic "t" is protected`, `t-2: topic "t" is protected`},
+		},
+		{
+			name: "within the tolerance: nothing to skip",
+			dirs: []LogDir{{Path: "/a", Replicas: []LogDirReplica{rep("p", 0, 105)}}, {Path: "/b", Replicas: []LogDirReplica{rep("t", 1, 95)}}},
+			req:  LogDirRequest{Broker: 1, Tolerance: 0.1, Protected: protect("^p$")}, reached: true,
+		},
+		{
+			name:   "explicit move of a protected replica",
+			dirs:   dirs(),
+			req:    LogDirRequest{Broker: 1, Replica: tpp("p", 3), To: "/b", Protected: protect("^p$")},
+			reject: `guardrails.protected_topics: topic "p" matches "^p$"`,
+		},
+		{
+			name: "explicit move of another replica",
+			dirs: dirs(), req: LogDirRequest{Broker: 1, Replica: tpp("t", 1), To: "/b", Protected: protect("^p$")},
+			wantMoves: []string{"t-1"}, reached: true,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := LogDirMoves(tc.dirs, tc.req)
+			if tc.reject != "" {
+				var re *RejectError
+				if err == nil || !asReject(err, &re) || err.Error() != tc.reject {
+					t.Fatalf("err = %v, want the rejection %q", err, tc.reject)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ch := range p.Changes {
+				got = append(got, ch.TopicPartition.String())
+			}
+			if strings.Join(got, ",") != strings.Join(tc.wantMoves, ",") {
+				t.Errorf("moves = %v, want %v", got, tc.wantMoves)
+			}
+			if p.Reached != tc.reached {
+				t.Errorf("reached = %v, want %v", p.Reached, tc.reached)
+			}
+			if len(p.Skipped) != len(tc.wantSkips) {
+				t.Fatalf("skipped = %+v, want %q", p.Skipped, tc.wantSkips)
+			}
+			for i, sk := range p.Skipped {
+				if s := sk.TopicPartition.String() + ": " + sk.Reason; !strings.HasPrefix(s, tc.wantSkips[i]) || sk.Code != SkipProtected {
+					t.Errorf("skipped[%d] = %q (%s), want prefix %q (protected)", i, s, sk.Code, tc.wantSkips[i])
+				}
+			}
+		})
+	}
+}
+
+// TestLogDirBalanceProtectedRandom checks, on random directories with protected topics,
+// that no protected replica moves, that the skips are exactly the protected replicas the
+// same balance would move unprotected, and that the moves are the best among the others.
+func TestLogDirBalanceProtectedRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 2026))
+	skipsSeen := 0
+	for iter := range 400 {
+		n := 1 + rng.IntN(12)
+		if iter%10 == 0 {
+			n = 33 + rng.IntN(60) // the greedy planner
+		}
+		var from []LogDirReplica
+		for i := range n {
+			from = append(from, rep([]string{"p", "q", "t"}[rng.IntN(3)], int32(i), 1+rng.Int64N(1000)))
+		}
+		dirs := []LogDir{{Path: "/a", Replicas: from}, {Path: "/b", Replicas: []LogDirReplica{rep("u", 0, rng.Int64N(500))}}}
+		tol := []float64{0, 0.01, 0.05, 0.2}[rng.IntN(4)]
+		req := LogDirRequest{Broker: 1, From: "/a", To: "/b", Tolerance: tol}
+		open, err := LogDirMoves(dirs, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Protected = protect("^[pq]$")
+		got, err := LogDirMoves(dirs, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantSkips, gotSkips []string
+		for _, ch := range open.Changes {
+			if ch.Topic != "t" {
+				wantSkips = append(wantSkips, ch.TopicPartition.String())
+			}
+		}
+		for _, sk := range got.Skipped {
+			gotSkips = append(gotSkips, sk.TopicPartition.String())
+		}
+		slices.Sort(wantSkips)
+		slices.Sort(gotSkips)
+		if !slices.Equal(gotSkips, wantSkips) {
+			t.Fatalf("iter %d: skipped %v, want the protected moves of the unprotected plan %v", iter, gotSkips, wantSkips)
+		}
+		skipsSeen += len(gotSkips)
+		var x int64
+		for _, ch := range got.Changes {
+			if ch.Topic != "t" {
+				t.Fatalf("iter %d: moves %s, of a protected topic", iter, ch.TopicPartition)
+			}
+			x += ch.Bytes
+		}
+		if n > exactLimit {
+			continue
+		}
+		var sizes []int64
+		for _, r := range from {
+			if r.Topic == "t" {
+				sizes = append(sizes, r.Size)
+			}
+		}
+		d := dirs[0].Size() - dirs[1].Size()
+		if d <= got.Allowed {
+			continue
+		}
+		best, inRange := bruteDirBalance(sizes, d, (d-got.Allowed+1)/2, (d+got.Allowed)/2)
+		if x != best || got.Reached != inRange {
+			t.Fatalf("iter %d: moved %d (reached %v), the best among unprotected replicas is %d (in range %v)", iter, x, got.Reached, best, inRange)
+		}
+	}
+	if skipsSeen < 100 {
+		t.Errorf("only %d protected replicas skipped: the generator is too weak", skipsSeen)
+	}
+}
+
+// bruteDirBalance is the best a balance can move of replicas of sizes with imbalance d and
+// tolerance range [lo, hi], over every subset: the smallest sum in range, else the sum that
+// brings the two closest (fewer bytes on a tie), never d or more.
+func bruteDirBalance(sizes []int64, d, lo, hi int64) (best int64, inRange bool) {
+	best = -1
+	for m := 1; m < 1<<len(sizes); m++ {
+		var s int64
+		for i := range sizes {
+			if m&(1<<i) != 0 {
+				s += sizes[i]
+			}
+		}
+		if s >= d {
+			continue
+		}
+		in := s >= lo && s <= hi
+		switch {
+		case best < 0, in && !inRange:
+			best, inRange = s, in
+		case in && inRange && s < best:
+			best = s
+		case !in && !inRange && (abs(d-2*s) < abs(d-2*best) || abs(d-2*s) == abs(d-2*best) && s < best):
+			best = s
+		}
+	}
+	return max(best, 0), inRange
+}
+
 // TestLogDirBalanceMinimal checks the exact planner against every subset, and the greedy
 // planner's bounds, on random directories.
 func TestLogDirBalanceMinimal(t *testing.T) {
@@ -197,31 +402,11 @@ func TestLogDirBalanceMinimal(t *testing.T) {
 			continue
 		}
 		// Brute force: the smallest sum in range, else the best improvement.
-		best := int64(-1)
-		inRange := false
-		for m := 1; m < 1<<n; m++ {
-			var s int64
-			for i := range n {
-				if m&(1<<i) != 0 {
-					s += from[i].Size
-				}
-			}
-			if s >= d {
-				continue
-			}
-			in := s >= lo && s <= hi
-			switch {
-			case best < 0, in && !inRange:
-				best, inRange = s, in
-			case in && inRange && s < best:
-				best = s
-			case !in && !inRange && (abs(d-2*s) < abs(d-2*best) || abs(d-2*s) == abs(d-2*best) && s < best):
-				best = s
-			}
+		sizes := make([]int64, n)
+		for i, r := range from {
+			sizes[i] = r.Size
 		}
-		if best < 0 {
-			best = 0
-		}
+		best, inRange := bruteDirBalance(sizes, d, lo, hi)
 		if x != best || p.Reached != inRange {
 			t.Fatalf("iter %d: moved %d (reached %v), brute force %d (in range %v); d=%d range [%d,%d]", iter, x, p.Reached, best, inRange, d, lo, hi)
 		}

@@ -23,12 +23,36 @@ const (
 	SkipCapped         SkipCode = "max_partitions"
 	SkipElectionFailed SkipCode = "election_failed"
 	SkipUnverified     SkipCode = "unverified"
+	// SkipProtected: the partition's topic is protected (guardrails.protected_topics) and
+	// the operation would otherwise have changed it.
+	SkipProtected SkipCode = "protected"
 )
 
 // SkipCodes lists every code the planners and the verification give skipped partitions.
 func SkipCodes() []SkipCode {
 	return []SkipCode{SkipNotReplica, SkipNotInSync, SkipNoCandidate, SkipReassigning, SkipCapped,
-		SkipElectionFailed, SkipUnverified, SkipNoLeader}
+		SkipElectionFailed, SkipUnverified, SkipNoLeader, SkipProtected}
+}
+
+// Protected reports whether a topic is protected by a guardrail
+// (guardrails.protected_topics), and the pattern that protects it. The planners that pick
+// partitions themselves never plan a change of a protected topic's partition: they skip
+// it (SkipProtected) where they would otherwise have changed it. A nil Protected protects
+// nothing.
+type Protected func(topic string) (pattern string, ok bool)
+
+// match is p(topic), or nothing when p is nil.
+func (p Protected) match(topic string) (string, bool) {
+	if p == nil {
+		return "", false
+	}
+	return p(topic)
+}
+
+// protectedSkip is the skip of tp, whose topic pattern protects.
+func protectedSkip(tp kafka.TopicPartition, pattern string) Skip {
+	return Skip{TopicPartition: tp, Code: SkipProtected,
+		Reason: fmt.Sprintf("topic %q is protected: it matches %q (guardrails.protected_topics)", tp.Topic, pattern)}
 }
 
 // Plan is what to do for one request.

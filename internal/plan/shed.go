@@ -27,6 +27,8 @@ type ShedRequest struct {
 	// WaitBlocked sends partitions under reassignment to Plan.Blocked (the caller waits and
 	// plans again); otherwise they are skipped with a reason.
 	WaitBlocked bool
+	// Protected topics are never changed (guardrails.protected_topics); nil: none.
+	Protected Protected
 }
 
 // Shed plans moving partition leadership off req.Broker (B).
@@ -46,6 +48,10 @@ type ShedRequest struct {
 //     so Avoid does not apply), and no election is needed.
 //   - under reassignment: Blocked when req.WaitBlocked, else skipped.
 //   - no candidate: skipped ("no in-sync replica other than broker B").
+//   - a topic req.Protected protects: skipped (SkipProtected), also when under
+//     reassignment (never Blocked: it would not be changed after the wait either). Only
+//     partitions B leads or heads are listed, those without a candidate keep that reason,
+//     and none counts toward MaxPartitions.
 //   - beyond req.MaxPartitions, in (topic, partition) order: skipped.
 //
 // Balance. The other choices move leadership, and together they make the leader counts of
@@ -114,6 +120,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 	)
 	for _, t := range topics {
 		ps := s.Topics[t]
+		pattern, protected := req.Protected.match(t)
 		for i := range ps {
 			p := &ps[i]
 			led := p.Leader == b
@@ -121,7 +128,9 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 				continue
 			}
 			if p.Reassigning() {
-				if req.WaitBlocked {
+				if protected {
+					plan.Skipped = append(plan.Skipped, protectedSkip(p.TopicPartition, pattern))
+				} else if req.WaitBlocked {
 					plan.Blocked = append(plan.Blocked, p.TopicPartition)
 				} else {
 					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing), Code: SkipReassigning})
@@ -150,6 +159,11 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 					reason = fmt.Sprintf("no live in-sync replica other than broker %d (isr %v; not live: %v)", b, p.ISR, notLive)
 				}
 				plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: reason, Code: SkipNoCandidate})
+				continue
+			}
+			if protected {
+				cands = cands[:lo]
+				plan.Skipped = append(plan.Skipped, protectedSkip(p.TopicPartition, pattern))
 				continue
 			}
 			slices.Sort(c)

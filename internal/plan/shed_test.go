@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -46,6 +47,23 @@ func stp(topic string, p int32) kafka.TopicPartition {
 
 func ch(topic string, p int32, before, after []int32, from, to int32) Change {
 	return Change{TopicPartition: stp(topic, p), ReplicasBefore: before, ReplicasAfter: after, LeaderBefore: from, LeaderAfter: to}
+}
+
+// protect protects the topics that one of the RE2 patterns matches, as the handlers do
+// with guardrails.protected_topics.
+func protect(patterns ...string) Protected {
+	res := make([]*regexp.Regexp, len(patterns))
+	for i, p := range patterns {
+		res[i] = regexp.MustCompile(p)
+	}
+	return func(topic string) (string, bool) {
+		for _, re := range res {
+			if re.MatchString(topic) {
+				return re.String(), true
+			}
+		}
+		return "", false
+	}
 }
 
 func reassigning(p kafka.Partition, adding ...int32) kafka.Partition {
@@ -246,6 +264,57 @@ func TestShed(t *testing.T) {
 			skipped: []string{"a-0: no in-sync replica other than broker 1", "b-0: beyond max_partitions 2"},
 		},
 		{
+			name: "a protected topic is never changed: skipped where it would be, its load still counts",
+			snap: shedCluster(live, map[string][]kafka.Partition{
+				"protected-a": {
+					part([]int32{1, 2, 3}, all, 1),        // led: would move
+					part([]int32{1, 2, 3}, []int32{1}, 1), // no candidate: that reason stays
+					part([]int32{1, 2, 3}, all, 2),        // headed, not led: would be reordered
+					part([]int32{2, 3, 1}, all, 2),        // neither: not listed
+					part([]int32{2, 1, 3}, all, 1),        // led, not headed: would be elected
+				},
+				"t": {part([]int32{1, 2, 3}, all, 1)},
+			}),
+			req:     ShedRequest{Broker: 1, Protected: protect("^protected-")},
+			changes: []Change{ch("t", 0, []int32{1, 2, 3}, []int32{3, 2, 1}, 1, 3)},
+			skipped: []string{
+				`protected-a-0: topic "protected-a" is protected: it matches "^protected-" (guardrails.protected_topics)`,
+				"protected-a-1: no in-sync replica other than broker 1",
+				`protected-a-2: topic "protected-a" is protected`,
+				`protected-a-4: topic "protected-a" is protected`,
+			},
+		},
+		{
+			name: "a protected partition under reassignment is skipped, not waited for",
+			snap: shedCluster(live, map[string][]kafka.Partition{
+				"p": {reassigning(part([]int32{1, 2, 3}, all, 1), 4)},
+				"t": {reassigning(part([]int32{1, 2, 3}, all, 1), 4), part([]int32{1, 2, 3}, all, 1)},
+			}),
+			req:     ShedRequest{Broker: 1, WaitBlocked: true, Protected: protect("^p$")},
+			changes: []Change{ch("t", 1, []int32{1, 2, 3}, []int32{2, 1, 3}, 1, 2)},
+			skipped: []string{`p-0: topic "p" is protected: it matches "^p$"`},
+			blocked: []kafka.TopicPartition{stp("t", 0)},
+		},
+		{
+			name: "protected partitions do not count toward max_partitions",
+			snap: shedCluster(live, map[string][]kafka.Partition{
+				"a": {part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1)},
+				"b": {part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1)},
+			}),
+			req: ShedRequest{Broker: 1, MaxPartitions: 2, Protected: protect("^a$")},
+			changes: []Change{
+				ch("b", 0, []int32{1, 2, 3}, []int32{2, 1, 3}, 1, 2),
+				ch("b", 1, []int32{1, 2, 3}, []int32{3, 2, 1}, 1, 3),
+			},
+			skipped: []string{`a-0: topic "a" is protected`, `a-1: topic "a" is protected`, "b-2: beyond max_partitions 2"},
+		},
+		{
+			name:    "every topic protected: nothing changes",
+			snap:    shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}, "u": {part([]int32{2, 1}, []int32{1, 2}, 1)}}),
+			req:     ShedRequest{Broker: 1, Protected: protect(".")},
+			skipped: []string{`t-0: topic "t" is protected: it matches "."`, `u-0: topic "u" is protected: it matches "."`},
+		},
+		{
 			name:    "a broker that is down but still a replica is accepted",
 			snap:    shedCluster([]int32{2, 3}, map[string][]kafka.Partition{"t": {part([]int32{5, 2}, []int32{2}, 2)}}),
 			req:     ShedRequest{Broker: 5},
@@ -352,7 +421,7 @@ func fmtChanges(cs []Change) string {
 // counts it ends with are as even as a brute force over every choice can make them.
 func TestShedRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 2026))
-	optimal, hard, changes := 0, 0, 0
+	optimal, hard, changes, protectedRuns := 0, 0, 0, 0
 	for i := range 1000 {
 		s, req := randomShedCase(r)
 		name := fmt.Sprintf("case %d (broker %d, request %+v)", i, req.Broker, req)
@@ -373,6 +442,15 @@ func TestShedRandom(t *testing.T) {
 			t.Fatalf("%s: two plans of the same input differ", name)
 		}
 		checkShedRules(t, name, s, req, got)
+		if req.Protected == nil {
+			none := req
+			none.Protected = protect("^nothing-of-this-cluster$")
+			if p, _ := Shed(s, none); !reflect.DeepEqual(p, got) {
+				t.Fatalf("%s: a Protected that protects nothing changes the plan", name)
+			}
+		} else {
+			protectedRuns++
+		}
 		// Renumbering brokers in the same order (sparse ids) gives the same plan.
 		const scale = 1_000_003
 		sparse, err := Shed(renumber(s, scale), renumberRequest(req, scale))
@@ -392,8 +470,8 @@ func TestShedRandom(t *testing.T) {
 			}
 		}
 	}
-	if optimal < 500 || hard < 100 || changes < 1000 {
-		t.Errorf("only %d cases brute-forced (%d with 3 choices or more), %d changes: the generator is too weak", optimal, hard, changes)
+	if optimal < 500 || hard < 100 || changes < 1000 || protectedRuns < 200 {
+		t.Errorf("only %d cases brute-forced (%d with 3 choices or more), %d changes, %d with a protected topic: the generator is too weak", optimal, hard, changes, protectedRuns)
 	}
 	t.Logf("%d cases compared with the brute force (%d with 3 choices or more), %d changes", optimal, hard, changes)
 }
@@ -452,6 +530,9 @@ func randomShedCase(r *rand.Rand) (*kafka.Snapshot, ShedRequest) {
 		if r.IntN(5) == 0 {
 			req.Avoid = append(req.Avoid, id+1)
 		}
+	}
+	if r.IntN(3) == 0 {
+		req.Protected = protect("^" + names[r.IntN(len(names))] + "$")
 	}
 	return s, req
 }
@@ -567,8 +648,10 @@ func checkShedRules(t *testing.T, name string, s *kafka.Snapshot, req ShedReques
 		changes[c.TopicPartition] = c
 	}
 	skips := map[kafka.TopicPartition]string{}
+	codes := map[kafka.TopicPartition]SkipCode{}
 	for _, sk := range got.Skipped {
 		skips[sk.TopicPartition] = sk.Reason
+		codes[sk.TopicPartition] = sk.Code
 	}
 	for _, list := range [][]kafka.TopicPartition{tpsOf(got.Changes), tpsOfSkips(got.Skipped), got.Blocked} {
 		if !slices.IsSortedFunc(list, compareTP) || len(slices.CompactFunc(slices.Clone(list), func(a, b kafka.TopicPartition) bool { return a == b })) != len(list) {
@@ -587,7 +670,13 @@ func checkShedRules(t *testing.T, name string, s *kafka.Snapshot, req ShedReques
 			continue
 		}
 		all, eligible := shedCandidates(s, p, req)
+		_, protected := req.Protected.match(tp.Topic)
 		switch {
+		case p.Reassigning() && protected:
+			if codes[tp] != SkipProtected {
+				t.Errorf("%s: %s protected and under reassignment: blocked %v, skipped %q (%s), want skipped protected", name, tp, blocked, reason, codes[tp])
+			}
+			continue
 		case p.Reassigning():
 			if req.WaitBlocked && !blocked || !req.WaitBlocked && !strings.HasPrefix(reason, "under reassignment") {
 				t.Errorf("%s: %s under reassignment: blocked %v, skipped %q", name, tp, blocked, reason)
@@ -598,6 +687,14 @@ func checkShedRules(t *testing.T, name string, s *kafka.Snapshot, req ShedReques
 				t.Errorf("%s: %s has no candidate, got reason %q (changed %v)", name, tp, reason, changed)
 			}
 			continue
+		case protected:
+			if codes[tp] != SkipProtected {
+				t.Errorf("%s: %s is protected: changed %v, skipped %q (%s), want skipped protected", name, tp, changed, reason, codes[tp])
+			}
+			continue
+		}
+		if codes[tp] == SkipProtected {
+			t.Errorf("%s: %s skipped as protected, but it is not", name, tp)
 		}
 		changeable++
 		if !changed {
@@ -851,6 +948,7 @@ type goldenShed struct {
 		DemoteToEnd   bool     `json:"demote_to_end,omitempty"`
 		Avoid         []int32  `json:"avoid,omitempty"`
 		WaitBlocked   bool     `json:"wait_blocked,omitempty"`
+		Protected     []string `json:"protected,omitempty"` // RE2 patterns
 	} `json:"request"`
 	// Leaders counts the partitions each broker leads, before and after the plan.
 	Leaders []struct {
@@ -864,15 +962,22 @@ type goldenShed struct {
 
 func TestShedGolden(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		req  ShedRequest
+		name      string
+		req       ShedRequest
+		protected []string
 	}{
-		{"shed-basic", ShedRequest{Broker: 1}},
-		{"shed-demote-avoid-cap", ShedRequest{Broker: 1, ExcludeTopics: []string{"audit"}, MaxPartitions: 8, DemoteToEnd: true, Avoid: []int32{3}}},
-		{"shed-topics-wait", ShedRequest{Broker: 1, Topics: []string{"orders", "audit"}, WaitBlocked: true, DemoteToEnd: true}},
+		{"shed-basic", ShedRequest{Broker: 1}, nil},
+		{"shed-demote-avoid-cap", ShedRequest{Broker: 1, ExcludeTopics: []string{"audit"}, MaxPartitions: 8, DemoteToEnd: true, Avoid: []int32{3}}, nil},
+		{"shed-topics-wait", ShedRequest{Broker: 1, Topics: []string{"orders", "audit"}, WaitBlocked: true, DemoteToEnd: true}, nil},
+		// payments is protected: its leaders stay; audit's partition under reassignment is
+		// protected too, so it is skipped rather than waited for.
+		{"shed-protected", ShedRequest{Broker: 1, WaitBlocked: true, DemoteToEnd: true}, []string{"^pay", "^audit$"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := goldenCluster()
+			if tc.protected != nil {
+				tc.req.Protected = protect(tc.protected...)
+			}
 			p, err := Shed(s, tc.req)
 			if err != nil {
 				t.Fatal(err)
@@ -880,6 +985,7 @@ func TestShedGolden(t *testing.T) {
 			var g goldenShed
 			g.Request.Broker, g.Request.Topics, g.Request.ExcludeTopics = tc.req.Broker, tc.req.Topics, tc.req.ExcludeTopics
 			g.Request.MaxPartitions, g.Request.DemoteToEnd, g.Request.Avoid, g.Request.WaitBlocked = tc.req.MaxPartitions, tc.req.DemoteToEnd, tc.req.Avoid, tc.req.WaitBlocked
+			g.Request.Protected = tc.protected
 			after := map[kafka.TopicPartition]int32{}
 			for _, c := range p.Changes {
 				after[c.TopicPartition] = c.LeaderAfter
