@@ -1,14 +1,15 @@
 // Package handlers carries out kafkamender's operations, one event at a time per cluster.
 // Every operation reads as the same steps:
 //
-//	lock(cluster) → journal (resolve what a gone holder left) → read → plan → guard →
-//	journal → apply → verify → result (published under the lock) → journal deleted
+//	guardrails (source, named topics) → lock(cluster) → journal (resolve what a gone holder
+//	left) → read → plan → guard → guardrails (partitions, operations per hour) → journal →
+//	apply → verify → result (published under the lock) → journal deleted
 //
 // The files are named after what they handle: preferred.go (make a broker the preferred
 // leader), overloaded.go (shed a broker's leadership), rf.go (replication factor),
 // logdir.go (move replicas between a broker's log directories), with
-// reorder.go the reorder-and-elect steps the first two share, and lease.go the lock, the
-// journal and the rules below.
+// reorder.go the reorder-and-elect steps the first two share, lease.go the lock, the
+// journal and the rules below, and guardrails.go the limits every event must stay within.
 //
 // # Crash safety: the journal and takeover
 //
@@ -89,6 +90,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
@@ -118,7 +120,8 @@ type Config struct {
 	Clusters map[string]*Cluster
 	// Journal is the operation journal. Required.
 	Journal *journal.Store
-	// JS holds the broker-overloaded cool-down records (OverloadedBucket). Required.
+	// JS holds the broker-overloaded cool-down records (OverloadedBucket) and the hourly
+	// operation records of the guardrails (GuardrailsBucket). Required.
 	JS      jetstream.JetStream
 	Logger  *zap.Logger
 	Metrics *metrics.Metrics
@@ -135,6 +138,8 @@ type Config struct {
 	LogDir LogDirOptions
 	// Overloaded tunes broker-overloaded.
 	Overloaded OverloadedOptions
+	// Guardrails are the limits every event must stay within.
+	Guardrails GuardrailOptions
 	// Hook, when set, is called at named steps of an operation (see the Step* constants):
 	// fault tests stop or kill a worker there. Nil in production.
 	Hook func(step string)
@@ -168,6 +173,8 @@ type Handlers struct {
 	log      *zap.Logger
 	clusters []string
 	cool     *coolDown
+	guard    *guardrails.Rules
+	ops      *opLog
 }
 
 var _ pipeline.Handler = (*Handlers)(nil)
@@ -197,6 +204,11 @@ func New(cfg Config) (*Handlers, error) {
 	}
 	cfg.RF.defaults()
 	cfg.LogDir.defaults()
+	cfg.Guardrails = cfg.Guardrails.clone()
+	guard, err := newRules(cfg.Guardrails)
+	if err != nil {
+		return nil, fmt.Errorf("handlers: %w", err)
+	}
 	if cfg.Hook == nil {
 		cfg.Hook = func(string) {}
 	}
@@ -209,7 +221,8 @@ func New(cfg Config) (*Handlers, error) {
 	sort.Strings(names)
 	cfg.Clusters = clusters
 	return &Handlers{cfg: cfg, log: cfg.Logger, clusters: names,
-		cool: &coolDown{js: cfg.JS, ttl: cfg.Overloaded.CoolDown}}, nil
+		cool:  &coolDown{js: cfg.JS, ttl: cfg.Overloaded.CoolDown},
+		guard: guard, ops: &opLog{js: cfg.JS, limit: cfg.Guardrails.MaxOperationsPerHour, now: time.Now}}, nil
 }
 
 // Types lists the event types these handlers carry out.
@@ -239,6 +252,11 @@ func (h *Handlers) Handle(ctx context.Context, job *pipeline.Job) (*events.Resul
 	defer h.cfg.Metrics.Handling(ev.Cluster, ev.Type)()
 	defer func() { h.cfg.Metrics.Operation(res) }()
 	log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
+	// The guardrails first: a source that may not send the event gets no answer from the
+	// cool-down either.
+	if err := h.admit(ctx, ev, log); err != nil {
+		return asResult(res, err)
+	}
 	if req, ok := ev.Payload.(*events.BrokerOverloaded); ok && !ev.DryRun() {
 		if _, known := h.cfg.Clusters[ev.Cluster]; known {
 			if noop, err := h.coolingDown(ctx, job, req, res); noop || err != nil {
@@ -251,7 +269,7 @@ func (h *Handlers) Handle(ctx context.Context, job *pipeline.Job) (*events.Resul
 		return asResult(res, err)
 	}
 	if ev.DryRun() {
-		return dryRun(ctx, res, t)
+		return h.dryRun(ctx, res, t)
 	}
 	out, err := h.locked(ctx, job, c, t, res, log)
 	if out != nil && out != res {
@@ -300,10 +318,11 @@ func reject(format string, args ...any) error { return &rejected{fmt.Sprintf(for
 func isRejection(err error) bool {
 	var r *rejected
 	var pr *plan.RejectError
-	return errors.As(err, &r) || errors.As(err, &pr)
+	var gv *guardrails.Violation
+	return errors.As(err, &r) || errors.As(err, &pr) || errors.As(err, &gv)
 }
 
-// asResult turns a rejection (ours or the planner's) into a rejected result.
+// asResult turns a rejection (ours, the planner's or a guardrail's) into a rejected result.
 func asResult(res *events.Result, err error) (*events.Result, error) {
 	if isRejection(err) {
 		res.Status, res.Error = events.StatusRejected, err.Error()
@@ -312,9 +331,14 @@ func asResult(res *events.Result, err error) (*events.Result, error) {
 	return res, err
 }
 
-// dryRun answers a dry run: the plan, with nothing changed and no lock taken.
-func dryRun(ctx context.Context, res *events.Result, t task) (*events.Result, error) {
+// dryRun answers a dry run: the plan, with nothing changed and no lock taken. A plan over
+// the partition cap is rejected as the real run would be; the hourly cap is not consulted
+// (a dry run writes nothing, so it does not count either).
+func (h *Handlers) dryRun(ctx context.Context, res *events.Result, t task) (*events.Result, error) {
 	snap, p, err := t.plan(ctx)
+	if err == nil {
+		err = h.guard.Partitions(len(p.Changes))
+	}
 	if err != nil {
 		return asResult(res, err)
 	}

@@ -124,12 +124,27 @@ type exec struct {
 // begin journals a fresh operation: from here on it can be finished or rolled back by
 // whoever holds the lock next. e's identity fields, and the partitions the result already
 // lists as noop or skipped, are filled here.
+//
+// Before that, nothing being written yet, the guardrails of the plan: one that changes
+// more partitions than guardrails.max_partitions_per_event is refused whole, and the
+// operation is counted toward the cluster's guardrails.max_operations_per_hour (or refused
+// over it). A refusal is a rejection: the result lists nothing changed, noop or skipped.
 func (x *exec) begin(ctx context.Context, e journal.Entry) error {
+	ev := x.job.Event
+	err := x.h.guard.Partitions(len(e.Changes))
+	if err == nil {
+		err = x.h.ops.count(ctx, x.l.alive, ev.Cluster, ev.ID)
+	}
+	if err != nil {
+		if isRejection(err) {
+			x.res.Changes, x.res.Noop, x.res.Skipped = nil, nil, nil
+		}
+		return err
+	}
 	raw, err := json.Marshal(x.job.Raw)
 	if err != nil {
 		return err
 	}
-	ev := x.job.Event
 	e.Event, e.Type, e.Cluster, e.Request = ev.ID, ev.Type, ev.Cluster, raw
 	e.Worker, e.Attempt = x.job.Worker, x.job.Attempt
 	e.Strategy = x.res.Strategy

@@ -69,7 +69,7 @@ type logDirTask struct {
 func (h *Handlers) newLogDir(_ context.Context, _ *pipeline.Job, c *Cluster, req *events.LogDirMove, res *events.Result, log *zap.Logger) (task, error) {
 	o := h.cfg.LogDir
 	t := &logDirTask{h: h, c: c, log: log, timeout: o.Timeout, rate: o.Throttle,
-		req: plan.LogDirRequest{Broker: *req.Broker, From: req.FromDir, To: req.ToDir, Tolerance: *o.Tolerance}}
+		req: plan.LogDirRequest{Broker: *req.Broker, From: req.FromDir, To: req.ToDir, Tolerance: *o.Tolerance, Protected: h.protected()}}
 	res.Strategy = string(kafka.StrategyAPI) // AlterReplicaLogDirs is the only way online
 	if req.Topic != "" {
 		t.req.Replica = &kafka.TopicPartition{Topic: req.Topic, Partition: *req.Partition}

@@ -59,7 +59,8 @@ func (t *overloadedTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, 
 		return nil, plan.Plan{}, err
 	}
 	req := plan.ShedRequest{Broker: *t.req.Broker, Topics: t.req.Topics, ExcludeTopics: t.req.ExcludeTopics,
-		MaxPartitions: t.req.MaxPartitions, DemoteToEnd: t.req.DemoteToEnd, WaitBlocked: t.h.cfg.Overloaded.WaitForReassignment}
+		MaxPartitions: t.req.MaxPartitions, DemoteToEnd: t.req.DemoteToEnd, WaitBlocked: t.h.cfg.Overloaded.WaitForReassignment,
+		Protected: t.h.protected()}
 	for b := range recent {
 		if b != *t.req.Broker {
 			req.Avoid = append(req.Avoid, b)
@@ -157,7 +158,7 @@ func (h *Handlers) Absorber(ctx context.Context, done *events.Event, res *events
 	return func(next *events.Event, now time.Time) *events.Result {
 		nreq, ok := next.Payload.(*events.BrokerOverloaded)
 		if !ok || *nreq.Broker != *req.Broker || next.DryRun() || next.Expired(now) || next.ID == rec.Event ||
-			now.Sub(rec.At) >= h.cool.ttl {
+			now.Sub(rec.At) >= h.cool.ttl || h.refuses(next) != nil { // a guardrail's refusal is its answer
 			return nil
 		}
 		out := &events.Result{Reason: nreq.Reason}

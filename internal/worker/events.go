@@ -73,7 +73,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		agreed.Backend = locks.ZK(lk)
 		lockSessions[kc.cfg.Name] = sess
 	}
-	bo, rf := cfg.BrokerOverloaded, cfg.ReplicationFactor
+	bo, rf, g := cfg.BrokerOverloaded, cfg.ReplicationFactor, cfg.Guardrails
 	h, err := handlers.New(handlers.Config{
 		Clusters: clusters,
 		Journal:  journal.New(js),
@@ -86,6 +86,8 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 			Tolerance: cfg.LogDir.Tolerance},
 		Overloaded: handlers.OverloadedOptions{CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
 		Hook:       pauseHook(w.logger, ctx.Done()),
+		Guardrails: handlers.GuardrailOptions{ProtectedTopics: g.ProtectedTopics, MaxPartitionsPerEvent: g.MaxPartitionsPerEvent,
+			MaxOperationsPerHour: g.MaxOperationsPerHour, AllowedSources: g.AllowedSources},
 	})
 	if err != nil {
 		return nil, err

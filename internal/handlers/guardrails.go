@@ -1,0 +1,217 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/guardrails"
+	"github.com/kafkamender/kafkamender/internal/plan"
+)
+
+// GuardrailsBucket is the JetStream key-value bucket of guardrails.max_operations_per_hour,
+// created by the workers: key = cluster, value = the JSON list of the operations that began
+// writing to the cluster within the last hour, [{"event":…,"at":…}], oldest first. A key
+// expires an hour after its last write, when everything it lists is older than an hour.
+const GuardrailsBucket = "KAFKAMENDER_GUARDRAILS"
+
+// GuardrailOptions are the limits every event must stay within (the configuration's
+// guardrails; docs/repairs.md#guardrails). Zero values: no limit.
+type GuardrailOptions struct {
+	// ProtectedTopics are RE2 regular expressions of topics never to change.
+	ProtectedTopics []string
+	// MaxPartitionsPerEvent caps the partitions one plan changes; 0: no cap.
+	MaxPartitionsPerEvent int
+	// MaxOperationsPerHour caps the operations that write to one cluster within an hour,
+	// across the fleet (GuardrailsBucket); 0: no cap, and nothing is recorded.
+	MaxOperationsPerHour int
+	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it; a
+	// type not listed may come from any source.
+	AllowedSources map[string][]string
+}
+
+// clone is a deep copy: the handlers' configuration never shares the caller's lists.
+func (o GuardrailOptions) clone() GuardrailOptions {
+	o.ProtectedTopics = slices.Clone(o.ProtectedTopics)
+	if o.AllowedSources != nil {
+		m := make(map[string][]string, len(o.AllowedSources))
+		for typ, list := range o.AllowedSources {
+			m[typ] = slices.Clone(list)
+		}
+		o.AllowedSources = m
+	}
+	return o
+}
+
+func newRules(o GuardrailOptions) (*guardrails.Rules, error) {
+	return guardrails.New(guardrails.Limits{ProtectedTopics: o.ProtectedTopics, MaxPartitionsPerEvent: o.MaxPartitionsPerEvent,
+		MaxOperationsPerHour: o.MaxOperationsPerHour, AllowedSources: o.AllowedSources})
+}
+
+// namedTopics are the topics an event names explicitly: replica-change-requested's and
+// logdir-move-requested's topic, broker-overloaded's topics.
+func namedTopics(payload any) []string {
+	switch req := payload.(type) {
+	case *events.ReplicaChange:
+		return []string{req.Topic}
+	case *events.BrokerOverloaded:
+		return req.Topics
+	case *events.LogDirMove:
+		if req.Topic != "" {
+			return []string{req.Topic}
+		}
+	}
+	return nil
+}
+
+// refuses checks ev against the guardrails that need no plan: the source allow-list, then
+// the protected topics the event names.
+func (h *Handlers) refuses(ev *events.Event) error {
+	if err := h.guard.Source(ev.Type, ev.Source); err != nil {
+		return err
+	}
+	return h.guard.Topics(namedTopics(ev.Payload)...)
+}
+
+// admit runs refuses before anything else of the event (the cool-down, the lock, a dry
+// run's plan). An event whose operation is in the journal already (a retry, a redelivery
+// after a crash) began under the rules in force then, and some of it may be written: it
+// is let through, to be finished or rolled back as it began, never refused half-done.
+func (h *Handlers) admit(ctx context.Context, ev *events.Event, log *zap.Logger) error {
+	err := h.refuses(ev)
+	if err == nil || ev.DryRun() {
+		return err
+	}
+	if _, known := h.cfg.Clusters[ev.Cluster]; !known {
+		return err
+	}
+	rec, jerr := h.cfg.Journal.Get(ctx, ev.Cluster)
+	if jerr != nil {
+		return jerr
+	}
+	if rec != nil && rec.Event == ev.ID {
+		log.Warn("the event's operation is in the journal already: finishing it as it began, although a guardrail now refuses the event", zap.NamedError("guardrail", err))
+		return nil
+	}
+	return err
+}
+
+// protected is the planners' matcher of protected topics; nil when none is configured.
+func (h *Handlers) protected() plan.Protected {
+	if !h.guard.HasProtected() {
+		return nil
+	}
+	return h.guard.Protected
+}
+
+// opLog keeps, per cluster, the operations that wrote to it within the last hour, for the
+// whole fleet (GuardrailsBucket), and refuses those over guardrails.max_operations_per_hour.
+type opLog struct {
+	js    jetstream.JetStream
+	limit int              // 0: no cap, nothing recorded
+	now   func() time.Time // the clock of the records
+
+	mu sync.Mutex
+	kv jetstream.KeyValue
+}
+
+// conflictRetries bounds the rereads of a record that changed between our read and our
+// write.
+const conflictRetries = 5
+
+func (o *opLog) bucket(ctx context.Context) (jetstream.KeyValue, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.kv != nil {
+		return o.kv, nil
+	}
+	kv, err := o.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      GuardrailsBucket,
+		Description: "operations that wrote to each Kafka cluster within the last hour: guardrails.max_operations_per_hour",
+		TTL:         guardrails.Window,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, transient(fmt.Errorf("key-value bucket %s: %w", GuardrailsBucket, err))
+	}
+	o.kv = kv
+	return kv, nil
+}
+
+// read returns the record of cluster and its revision (0: none).
+func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string) ([]guardrails.Op, uint64, error) {
+	e, err := kv.Get(ctx, cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, transient(fmt.Errorf("read the operations of cluster %s (%s): %w", cluster, GuardrailsBucket, err))
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		return nil, 0, nil
+	}
+	var ops []guardrails.Op
+	if err := json.Unmarshal(e.Value(), &ops); err != nil {
+		// Refused rather than taken for empty: the cap must not be lost to a bad write. The
+		// key expires an hour after that write at the latest.
+		return nil, 0, transient(fmt.Errorf("decode the operations of cluster %s (%s, revision %d): %w", cluster, GuardrailsBucket, e.Revision(), err))
+	}
+	return ops, e.Revision(), nil
+}
+
+// count records that the operation of event begins writing to cluster, or refuses it with a
+// *guardrails.Violation when the cluster ran the cap of operations within the hour already.
+// An event the record lists already (counted, then interrupted before its journal entry was
+// written) is not counted again. The caller holds the cluster's lock, and alive reports
+// whether it still does before each write; writes are revision-checked, so a write that
+// races another (a holder that lost the lock and does not know it yet) reads the record
+// again and decides again.
+func (o *opLog) count(ctx context.Context, alive func() error, cluster, event string) error {
+	if o.limit == 0 {
+		return nil
+	}
+	kv, err := o.bucket(ctx)
+	if err != nil {
+		return err
+	}
+	for range conflictRetries {
+		ops, rev, err := o.read(ctx, kv, cluster)
+		if err != nil {
+			return err
+		}
+		next, changed, err := guardrails.Admit(ops, cluster, event, o.now(), o.limit)
+		if err != nil || !changed {
+			return err
+		}
+		if err := alive(); err != nil {
+			return fmt.Errorf("record the operation on cluster %s: %w", cluster, err)
+		}
+		data, err := json.Marshal(next)
+		if err != nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = kv.Create(ctx, cluster, data)
+		} else {
+			_, err = kv.Update(ctx, cluster, data, rev)
+		}
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // written by someone else since our read
+		default:
+			return transient(fmt.Errorf("record the operation on cluster %s (%s): %w", cluster, GuardrailsBucket, err))
+		}
+	}
+	return transient(fmt.Errorf("record the operation on cluster %s (%s): the record changed under each of %d writes", cluster, GuardrailsBucket, conflictRetries))
+}

@@ -1,0 +1,640 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/guardrails"
+	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/plan"
+	"github.com/kafkamender/kafkamender/internal/retry"
+	"github.com/kafkamender/kafkamender/internal/testenv"
+)
+
+// These tests need no Kafka: they run an in-process nats-server (testenv.InProcessNATS),
+// also under -short. The integration tests with a real cluster are in
+// guardrails_stack_test.go.
+
+func natsJS(t *testing.T) jetstream.JetStream {
+	t.Helper()
+	_, nc := testenv.InProcessNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// clock is a fake clock the test moves.
+type clock struct{ now time.Time }
+
+func (c *clock) Now() time.Time { return c.now }
+
+var base = time.Date(2026, 11, 29, 9, 42, 0, 0, time.UTC)
+
+func alive() error { return nil }
+
+// record reads the cluster's record as stored, as "event@minutes after base" items, and
+// its revision (0: none).
+func record(t *testing.T, js jetstream.JetStream, cluster string) ([]string, uint64) {
+	t.Helper()
+	kv, err := js.KeyValue(t.Context(), GuardrailsBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, 0
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ops []guardrails.Op
+	if err := json.Unmarshal(e.Value(), &ops); err != nil {
+		t.Fatalf("the record is not a JSON list of {event, at}: %v: %s", err, e.Value())
+	}
+	var out []string
+	for _, o := range ops {
+		out = append(out, fmt.Sprintf("%s@%g", o.Event, o.At.Sub(base).Minutes()))
+	}
+	return out, e.Revision()
+}
+
+// The hourly record of one cluster, step by step with a fake clock: operations count until
+// the cap, the next is refused with when a place frees, entries older than an hour are
+// pruned on the next write, an event counted already is neither counted nor refused again
+// (and not even written), and clusters are counted apart.
+func TestOpLogHourlyWindow(t *testing.T) {
+	js := natsJS(t)
+	c := &clock{now: base}
+	o := &opLog{js: js, limit: 3, now: c.Now}
+	steps := []struct {
+		at      int // minutes after base
+		cluster string
+		event   string
+		err     string // a substring of the refusal; "" none
+		record  []string
+		written bool // the step writes the record (its revision moves)
+	}{
+		{at: 0, cluster: "local", event: "a", record: []string{"a@0"}, written: true},
+		{at: 10, cluster: "local", event: "b", record: []string{"a@0", "b@10"}, written: true},
+		{at: 15, cluster: "local", event: "a", record: []string{"a@0", "b@10"}}, // resumed: counted once
+		{at: 20, cluster: "local", event: "c", record: []string{"a@0", "b@10", "c@20"}, written: true},
+		{at: 30, cluster: "local", event: "d", record: []string{"a@0", "b@10", "c@20"},
+			err: "guardrails.max_operations_per_hour: cluster local ran 3 operations in the last hour (the cap is 3); the oldest counts until 10:42:00Z"},
+		{at: 30, cluster: "kraft", event: "d", record: []string{"d@30"}, written: true}, // another cluster
+		{at: 30, cluster: "local", event: "c", record: []string{"a@0", "b@10", "c@20"}}, // resumed at the cap: not refused
+		{at: 59, cluster: "local", event: "e", record: []string{"a@0", "b@10", "c@20"}, err: "the oldest counts until 10:42:00Z"},
+		{at: 60, cluster: "local", event: "e", record: []string{"b@10", "c@20", "e@60"}, written: true}, // a pruned
+		{at: 200, cluster: "local", event: "f", record: []string{"f@200"}, written: true},               // all pruned
+	}
+	for i, s := range steps {
+		c.now = base.Add(time.Duration(s.at) * time.Minute)
+		_, before := record(t, js, s.cluster)
+		err := o.count(t.Context(), alive, s.cluster, s.event)
+		switch {
+		case s.err == "" && err != nil:
+			t.Fatalf("step %d (%s at %d): %v", i, s.event, s.at, err)
+		case s.err != "":
+			v, ok := errors.AsType[*guardrails.Violation](err)
+			if !ok || v.Rule != guardrails.RuleMaxOperations || !strings.Contains(err.Error(), s.err) || !isRejection(err) {
+				t.Fatalf("step %d (%s at %d): err = %v, want a rejection containing %q", i, s.event, s.at, err, s.err)
+			}
+		}
+		got, rev := record(t, js, s.cluster)
+		if !slices.Equal(got, s.record) {
+			t.Errorf("step %d (%s at %d): record %v, want %v", i, s.event, s.at, got, s.record)
+		}
+		if (rev != before) != s.written {
+			t.Errorf("step %d (%s at %d): revision %d → %d, want written %v", i, s.event, s.at, before, rev, s.written)
+		}
+	}
+}
+
+// The bucket is the workers' own: created on first use, keys expiring an hour after their
+// last write (when all they list is older than the window).
+func TestOpLogBucket(t *testing.T) {
+	js := natsJS(t)
+	o := &opLog{js: js, limit: 1, now: time.Now}
+	if err := o.count(t.Context(), alive, "local", "a"); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(t.Context(), GuardrailsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := kv.Status(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TTL() != time.Hour || st.History() != 1 {
+		t.Errorf("bucket TTL %s, history %d; want 1h, 1", st.TTL(), st.History())
+	}
+}
+
+// Without a cap nothing is recorded: no bucket, no NATS traffic to fail on.
+func TestOpLogWithoutCapRecordsNothing(t *testing.T) {
+	js := natsJS(t)
+	o := &opLog{js: js, now: time.Now}
+	for _, ev := range []string{"a", "b", "c"} {
+		if err := o.count(t.Context(), alive, "local", ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("bucket lookup: %v, want no bucket", err)
+	}
+}
+
+// racingKV runs race before each Create and Update: another writer of the same record,
+// between our read and our write.
+type racingKV struct {
+	jetstream.KeyValue
+	race func()
+}
+
+func (k *racingKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	k.race()
+	return k.KeyValue.Create(ctx, key, value, opts...)
+}
+
+func (k *racingKV) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	k.race()
+	return k.KeyValue.Update(ctx, key, value, rev)
+}
+
+// Writes are revision-checked: a record written by someone else between our read and our
+// write is read again and decided again, never overwritten.
+func TestOpLogRevisionConflicts(t *testing.T) {
+	put := func(t *testing.T, kv jetstream.KeyValue, ops ...string) {
+		t.Helper()
+		var list []guardrails.Op
+		for i, ev := range ops {
+			list = append(list, guardrails.Op{Event: ev, At: base.Add(time.Duration(i) * time.Minute)})
+		}
+		data, _ := json.Marshal(list)
+		if _, err := kv.Put(t.Context(), "local", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		before  []string // the record before; nil: none
+		racer   []string // what the other writer stores, once, at our first write
+		limit   int
+		err     string
+		record  []string
+		timesUp bool // the racer writes before every write of ours
+	}{
+		{name: "the key is created meanwhile: ours joins it", racer: []string{"x"}, limit: 3, record: []string{"x@0", "e@10"}},
+		{name: "the key is updated meanwhile: ours joins it", before: []string{"a"}, racer: []string{"a", "x"}, limit: 3, record: []string{"a@0", "x@1", "e@10"}},
+		{name: "the other write fills the cap: refused", before: []string{"a"}, racer: []string{"a", "x"}, limit: 2, record: []string{"a@0", "x@1"},
+			err: "cluster local ran 2 operations in the last hour (the cap is 2)"},
+		{name: "the other write counted this event: not again", racer: []string{"e"}, limit: 1, record: []string{"e@0"}},
+		{name: "a record that keeps changing: a transient failure", racer: []string{"x"}, limit: 5, timesUp: true, err: "the record changed under each of 5 writes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			js := natsJS(t)
+			o := &opLog{js: js, limit: tc.limit, now: func() time.Time { return base.Add(10 * time.Minute) }}
+			real, err := o.bucket(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.before != nil {
+				put(t, real, tc.before...)
+			}
+			raced := 0
+			o.kv = &racingKV{KeyValue: real, race: func() {
+				if raced == 0 || tc.timesUp {
+					put(t, real, tc.racer...)
+				}
+				raced++
+			}}
+			err = o.count(t.Context(), alive, "local", "e")
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("err = %v, want %q", err, tc.err)
+			case tc.timesUp && !retry.IsTransient(err):
+				t.Errorf("err = %v, want a transient failure (the event is tried again)", err)
+			}
+			if tc.timesUp {
+				if raced != conflictRetries {
+					t.Errorf("%d writes tried, want %d", raced, conflictRetries)
+				}
+				return
+			}
+			if got, _ := record(t, js, "local"); !slices.Equal(got, tc.record) {
+				t.Errorf("record %v, want %v", got, tc.record)
+			}
+		})
+	}
+}
+
+// A worker that no longer holds the cluster's lock writes nothing.
+func TestOpLogWritesOnlyUnderTheLock(t *testing.T) {
+	js := natsJS(t)
+	o := &opLog{js: js, limit: 2, now: time.Now}
+	lost := errors.New("lock lost")
+	err := o.count(t.Context(), func() error { return lost }, "local", "a")
+	if !errors.Is(err, lost) {
+		t.Fatalf("err = %v, want the lease's error", err)
+	}
+	if got, rev := record(t, js, "local"); rev != 0 {
+		t.Errorf("record %v written without the lock", got)
+	}
+}
+
+// A record that does not decode is not taken for an empty one (the cap would be lost).
+func TestOpLogUndecodableRecord(t *testing.T) {
+	js := natsJS(t)
+	o := &opLog{js: js, limit: 2, now: time.Now}
+	kv, err := o.bucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "local", []byte("{not a list")); err != nil {
+		t.Fatal(err)
+	}
+	err = o.count(t.Context(), alive, "local", "a")
+	if err == nil || !retry.IsTransient(err) || isRejection(err) {
+		t.Errorf("err = %v, want a transient failure", err)
+	}
+}
+
+// The cap is the fleet's: two workers (two connections, two opLogs) share one record.
+func TestOpLogFleetWide(t *testing.T) {
+	srv, _ := testenv.InProcessNATS(t)
+	worker := func() *opLog {
+		nc, err := nats.Connect(srv.ClientURL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &opLog{js: js, limit: 2, now: time.Now}
+	}
+	w1, w2 := worker(), worker()
+	for i, step := range []struct {
+		w       *opLog
+		event   string
+		refused bool
+	}{{w1, "a", false}, {w2, "b", false}, {w1, "c", true}, {w2, "c", true}, {w2, "a", false}} {
+		err := step.w.count(t.Context(), alive, "local", step.event)
+		if refused := isRejection(err); refused != step.refused || err != nil && !refused {
+			t.Errorf("step %d (%s): err = %v, want refused %v", i, step.event, err, step.refused)
+		}
+	}
+}
+
+// guarded is a Handlers with guardrails on an in-process nats-server and one cluster,
+// "local", without a Kafka client: enough for everything before the cluster is read.
+func guarded(t *testing.T, g GuardrailOptions) (*Handlers, jetstream.JetStream) {
+	t.Helper()
+	js := natsJS(t)
+	h, err := New(Config{Clusters: map[string]*Cluster{"local": {Name: "local"}}, Journal: journal.New(js), JS: js, Guardrails: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, js
+}
+
+var testGuardrails = GuardrailOptions{
+	ProtectedTopics:       []string{"^protected-", "^__consumer_offsets$"},
+	MaxPartitionsPerEvent: 2,
+	MaxOperationsPerHour:  1,
+	AllowedSources: map[string][]string{
+		events.TypeBrokerOverloaded:       {"alertmanager"},
+		events.TypeReplicaChangeRequested: {"ops-pipeline", "kafkamender-emitter"},
+	},
+}
+
+var eventSeq atomic.Int64
+
+// decoded is an event of cluster local, decoded as the pipeline decodes it.
+func decoded(t *testing.T, typ, source string, data map[string]any) *events.Event {
+	t.Helper()
+	raw, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := events.Envelope{SpecVersion: events.SpecVersion, ID: fmt.Sprintf("ev-%d", eventSeq.Add(1)), Source: source, Type: typ,
+		Time: time.Now().UTC(), DataContentType: events.ContentTypeJSON, Data: raw}
+	body, err := json.Marshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.Decode(events.Subject("local", typ), nats.Header{}, body, events.DecodeOptions{Clusters: []string{"local"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+// Events outside a guardrail that needs no plan are rejected before anything else (the
+// cool-down, the lock, Kafka: these handlers have no Kafka client), with the rule; dry runs
+// too.
+func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
+	h, js := guarded(t, testGuardrails)
+	// Broker 3 was shed within the cool-down: an allowed source would get a noop.
+	kv, err := h.cool.bucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(shedRecord{Event: "earlier", At: time.Now().UTC(), Worker: "w"})
+	if _, err := kv.Put(t.Context(), coolKey("local", 3), rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, typ, source string
+		data              map[string]any
+		err               string
+	}{
+		{"source not allowed", events.TypeBrokerOverloaded, "x", map[string]any{"broker": 1},
+			`guardrails.allowed_sources: source "x" may not send broker-overloaded events (allowed: alertmanager)`},
+		{"source not allowed, within the cool-down", events.TypeBrokerOverloaded, "x", map[string]any{"broker": 3},
+			`guardrails.allowed_sources: source "x" may not send broker-overloaded events (allowed: alertmanager)`},
+		{"source not allowed, dry run", events.TypeReplicaChangeRequested, "alertmanager", map[string]any{"topic": "orders", "preferred_leader": 1, "dry_run": true},
+			`guardrails.allowed_sources: source "alertmanager" may not send replica-change-requested events (allowed: ops-pipeline, kafkamender-emitter)`},
+		{"preferred leader of a protected topic", events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "protected-a", "preferred_leader": 1},
+			`guardrails.protected_topics: topic "protected-a" matches "^protected-"`},
+		{"replication factor of a protected topic, dry run", events.TypeReplicaChangeRequested, "ops-pipeline",
+			map[string]any{"topic": "__consumer_offsets", "replication_factor": 3, "dry_run": true},
+			`guardrails.protected_topics: topic "__consumer_offsets" matches "^__consumer_offsets$"`},
+		{"log-dir move of a protected topic, any source", events.TypeLogDirMoveRequested, "anyone",
+			map[string]any{"broker": 1, "topic": "protected-b", "partition": 0, "to_dir": "/data2"},
+			`guardrails.protected_topics: topic "protected-b" matches "^protected-"`},
+		{"broker-overloaded naming a protected topic", events.TypeBrokerOverloaded, "alertmanager",
+			map[string]any{"broker": 1, "topics": []string{"orders", "protected-a", "protected-c"}},
+			`guardrails.protected_topics: topic "protected-a" matches "^protected-"; topic "protected-c" matches "^protected-"`},
+		{"the source comes first", events.TypeBrokerOverloaded, "x", map[string]any{"broker": 1, "topics": []string{"protected-a"}},
+			`guardrails.allowed_sources: source "x" may not send broker-overloaded events (allowed: alertmanager)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := decoded(t, tc.typ, tc.source, tc.data)
+			res, err := h.Handle(t.Context(), pipeline.NewTestJob(ev, nil))
+			if err != nil {
+				t.Fatalf("Handle: %v (a rejection is a result, never retried)", err)
+			}
+			if res.Status != events.StatusRejected || res.Error != tc.err {
+				t.Errorf("result %s %q\nwant rejected %q", res.Status, res.Error, tc.err)
+			}
+			if len(res.Changes)+len(res.Skipped)+len(res.Noop) > 0 || res.PreviousEvent != "" {
+				t.Errorf("a rejected result lists partitions or a previous event: %+v", res)
+			}
+		})
+	}
+	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("a rejected event touched the hourly record: %v", err)
+	}
+}
+
+// An event whose operation is in the journal already is finished as it began, even when a
+// guardrail refuses it now (say, the configuration changed in a rolling deploy): refusing it
+// would leave the operation half-done. Any other event is refused.
+func TestAdmitFinishesAJournaledOperation(t *testing.T) {
+	h, _ := guarded(t, testGuardrails)
+	ev := decoded(t, events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "protected-a", "preferred_leader": 1})
+	other := decoded(t, events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "protected-a", "preferred_leader": 1})
+	if err := h.admit(t.Context(), ev, zap.NewNop()); !isRejection(err) {
+		t.Fatalf("admit before the journal: %v, want a rejection", err)
+	}
+	if _, err := h.cfg.Journal.Begin(t.Context(), alive, journal.Entry{Event: ev.ID, Type: ev.Type, Cluster: "local"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.admit(t.Context(), ev, zap.NewNop()); err != nil {
+		t.Errorf("admit of the journaled event: %v, want it let through", err)
+	}
+	if err := h.admit(t.Context(), other, zap.NewNop()); !isRejection(err) {
+		t.Errorf("admit of another event: %v, want a rejection", err)
+	}
+}
+
+// heldLease is a lock that is held (or not, once lost is set).
+type heldLease struct{ lost error }
+
+func (l *heldLease) Cluster() string                   { return "local" }
+func (l *heldLease) Info() locks.Holder                { return locks.Holder{} }
+func (l *heldLease) Context() context.Context          { return context.Background() }
+func (l *heldLease) Err() error                        { return l.lost }
+func (l *heldLease) Release(ctx context.Context) error { return nil }
+
+func changes(n int) []plan.Change {
+	var out []plan.Change
+	for i := range n {
+		out = append(out, plan.Change{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: int32(i)},
+			ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}, LeaderBefore: 1, LeaderAfter: 2})
+	}
+	return out
+}
+
+// exec.begin is where the guardrails of a plan apply, before anything is written: a plan
+// over the partition cap is refused whole, and the operation counts toward the hourly cap
+// (once per event) before its journal entry is written.
+func TestBeginAppliesThePlanGuardrails(t *testing.T) {
+	h, js := guarded(t, testGuardrails) // at most 2 partitions, 1 operation per hour
+	begin := func(ev *events.Event, n int) (*exec, error) {
+		res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster,
+			Skipped: []plan.Skip{{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x", Code: plan.SkipNotInSync}}}
+		x := &exec{h: h, l: &lease{held: &heldLease{}}, job: pipeline.NewTestJob(ev, nil), res: res, log: zap.NewNop()}
+		return x, x.begin(t.Context(), journal.Entry{Changes: changes(n)})
+	}
+	journaled := func() string {
+		rec, err := h.cfg.Journal.Get(t.Context(), "local")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec == nil {
+			return ""
+		}
+		return rec.Event
+	}
+	forget := func() {
+		rec, err := h.cfg.Journal.Get(t.Context(), "local")
+		if err != nil || rec == nil {
+			t.Fatalf("journal: %v %v", rec, err)
+		}
+		op, err := h.cfg.Journal.Adopt(t.Context(), alive, rec, "test", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := op.Delete(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := func() *events.Event {
+		return decoded(t, events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "orders", "preferred_leader": 2})
+	}
+
+	// Over the partition cap: refused whole, nothing journaled or counted, nothing listed.
+	big := ev()
+	x, err := begin(big, 3)
+	if v, ok := errors.AsType[*guardrails.Violation](err); !ok || err.Error() != "guardrails.max_partitions_per_event: the plan changes 3 partitions, over the cap of 2" {
+		t.Fatalf("begin of 3 partitions: %v (%v), want the partition cap's violation", err, v)
+	}
+	if x.op != nil || journaled() != "" || len(x.res.Skipped) != 0 {
+		t.Errorf("after the refusal: op %v, journal %q, skipped %v", x.op, journaled(), x.res.Skipped)
+	}
+	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("a refused plan was counted: %v", err)
+	}
+
+	// At the cap: begins, counted, journaled.
+	first := ev()
+	if x, err := begin(first, 2); err != nil || x.op == nil || journaled() != first.ID {
+		t.Fatalf("begin at the partition cap: %v (journal %q)", err, journaled())
+	}
+	if got, _ := record(t, js, "local"); len(got) != 1 || !strings.HasPrefix(got[0], first.ID+"@") {
+		t.Errorf("record %v, want the first event", got)
+	}
+	forget()
+
+	// The hourly cap is reached: the next operation is refused before its journal entry.
+	second := ev()
+	x, err = begin(second, 1)
+	if v, ok := errors.AsType[*guardrails.Violation](err); !ok || v.Rule != guardrails.RuleMaxOperations ||
+		!strings.Contains(err.Error(), "cluster local ran 1 operations in the last hour (the cap is 1); the oldest counts until ") {
+		t.Fatalf("begin over the hourly cap: %v", err)
+	}
+	if x.op != nil || journaled() != "" || len(x.res.Skipped) != 0 {
+		t.Errorf("after the refusal: op %v, journal %q, skipped %v", x.op, journaled(), x.res.Skipped)
+	}
+
+	// The first event again (counted, then interrupted before or after its journal entry):
+	// not counted again, not refused.
+	if _, err := begin(first, 2); err != nil || journaled() != first.ID {
+		t.Fatalf("begin of the counted event again: %v", err)
+	}
+	if got, _ := record(t, js, "local"); len(got) != 1 {
+		t.Errorf("record %v, want the first event once", got)
+	}
+	forget()
+
+	// A lost lock writes nothing, the record included (on a fresh hour).
+	h2, js2 := guarded(t, testGuardrails)
+	x = &exec{h: h2, l: &lease{held: &heldLease{lost: locks.ErrLost}}, job: pipeline.NewTestJob(ev(), nil), res: &events.Result{}, log: zap.NewNop()}
+	if err := x.begin(t.Context(), journal.Entry{Changes: changes(1)}); !errors.Is(err, locks.ErrLost) || isRejection(err) {
+		t.Errorf("begin without the lock: %v, want the lost lock, no rejection", err)
+	}
+	if got, rev := record(t, js2, "local"); rev != 0 {
+		t.Errorf("record %v written without the lock", got)
+	}
+}
+
+// fakeTask plans p and does nothing else.
+type fakeTask struct{ p plan.Plan }
+
+func (f fakeTask) plan(context.Context) (*kafka.Snapshot, plan.Plan, error) {
+	return &kafka.Snapshot{}, f.p, nil
+}
+func (fakeTask) start(context.Context, *exec) error  { return errors.New("not a dry run") }
+func (fakeTask) resume(context.Context, *exec) error { return errors.New("not a dry run") }
+func (fakeTask) rollback(context.Context, *exec) (string, error) {
+	return "", errors.New("not a dry run")
+}
+
+// A dry run applies the partition cap as the real run would, and never the hourly cap:
+// it neither counts nor is refused by it.
+func TestDryRunGuardrails(t *testing.T) {
+	h, js := guarded(t, testGuardrails)
+	o := &opLog{js: js, limit: 1, now: time.Now}
+	if err := o.count(t.Context(), alive, "local", "filled"); err != nil { // the hour is full
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		n      int
+		status events.Status
+		err    string
+	}{
+		{2, events.StatusPlanned, ""},
+		{3, events.StatusRejected, "guardrails.max_partitions_per_event: the plan changes 3 partitions, over the cap of 2"},
+	} {
+		res, err := h.dryRun(t.Context(), &events.Result{}, fakeTask{plan.Plan{Changes: changes(tc.n),
+			Skipped: []plan.Skip{{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x"}}}})
+		if err != nil || res.Status != tc.status || res.Error != tc.err {
+			t.Errorf("dry run of %d partitions: %s %q (%v), want %s %q", tc.n, res.Status, res.Error, err, tc.status, tc.err)
+		}
+		if tc.status == events.StatusRejected && len(res.Changes)+len(res.Skipped) > 0 {
+			t.Errorf("a rejected dry run lists partitions: %+v", res)
+		}
+	}
+	if got, _ := record(t, js, "local"); len(got) != 1 || !strings.HasPrefix(got[0], "filled@") {
+		t.Errorf("record %v: a dry run counted", got)
+	}
+}
+
+// Alerts absorbed by an earlier shed's result (the alert storm) must pass the guardrails
+// too: one refused is left to run, and gets its rejection.
+func TestAbsorberLeavesRefusedEventsToRun(t *testing.T) {
+	h, _ := guarded(t, testGuardrails)
+	done := decoded(t, events.TypeBrokerOverloaded, "alertmanager", map[string]any{"broker": 3})
+	kv, err := h.cool.bucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _ := json.Marshal(shedRecord{Event: done.ID, At: time.Now().UTC(), Worker: "w"})
+	if _, err := kv.Put(t.Context(), coolKey("local", 3), rec); err != nil {
+		t.Fatal(err)
+	}
+	answer, err := h.Absorber(t.Context(), done, &events.Result{Status: events.StatusSucceeded})
+	if err != nil || answer == nil {
+		t.Fatalf("Absorber: no answer (%v)", err)
+	}
+	for _, tc := range []struct {
+		name     string
+		ev       *events.Event
+		absorbed bool
+	}{
+		{"allowed", decoded(t, events.TypeBrokerOverloaded, "alertmanager", map[string]any{"broker": 3}), true},
+		{"source not allowed", decoded(t, events.TypeBrokerOverloaded, "x", map[string]any{"broker": 3}), false},
+		{"names a protected topic", decoded(t, events.TypeBrokerOverloaded, "alertmanager", map[string]any{"broker": 3, "topics": []string{"protected-a"}}), false},
+	} {
+		if got := answer(tc.ev, time.Now()) != nil; got != tc.absorbed {
+			t.Errorf("%s: absorbed %v, want %v", tc.name, got, tc.absorbed)
+		}
+	}
+}
+
+// The handlers keep their own copy of the guardrails, and refuse bad ones.
+func TestNewGuardrails(t *testing.T) {
+	js := natsJS(t)
+	g := GuardrailOptions{ProtectedTopics: []string{"^p-"}, AllowedSources: map[string][]string{events.TypeBrokerOverloaded: {"alertmanager"}}}
+	h, err := New(Config{Journal: journal.New(js), JS: js, Guardrails: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.ProtectedTopics[0] = "^q-"
+	g.AllowedSources[events.TypeBrokerOverloaded][0] = "x"
+	if _, ok := h.guard.Protected("p-1"); !ok || h.guard.Source(events.TypeBrokerOverloaded, "x") == nil {
+		t.Error("changing the caller's options changed the handlers' guardrails")
+	}
+	if h.cfg.Guardrails.ProtectedTopics[0] != "^p-" || h.cfg.Guardrails.AllowedSources[events.TypeBrokerOverloaded][0] != "alertmanager" {
+		t.Error("the handlers' configuration shares the caller's lists")
+	}
+	_, err = New(Config{Journal: journal.New(js), JS: js, Guardrails: GuardrailOptions{ProtectedTopics: []string{"a("}}})
+	if err == nil || !strings.Contains(err.Error(), `guardrails.protected_topics[0]: "a(": error parsing regexp`) {
+		t.Errorf("New with a bad pattern: %v", err)
+	}
+}
