@@ -638,3 +638,28 @@ func TestNewGuardrails(t *testing.T) {
 		t.Errorf("New with a bad pattern: %v", err)
 	}
 }
+
+// The note of a log-dir balance says when protected replicas stay, and does not blame the
+// replicas' sizes when protection is why nothing moves.
+func TestLogDirSummaryWithProtectedReplicas(t *testing.T) {
+	one := int32(1)
+	move := plan.Change{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 1}, Broker: &one, DirBefore: "/a", DirAfter: "/b", Bytes: 50}
+	skip := plan.Skip{TopicPartition: kafka.TopicPartition{Topic: "protected-a", Partition: 0}, Code: plan.SkipProtected, Reason: "x"}
+	for _, tc := range []struct {
+		name string
+		lp   plan.LogDirPlan
+		want string
+	}{
+		{"nothing else to move", plan.LogDirPlan{Plan: plan.Plan{Skipped: []plan.Skip{skip}}, From: "/a", To: "/b", FromBytes: 200, ToBytes: 0, Allowed: 20},
+			"Broker 1: /a holds 200 B and /b holds 0 B, more apart than the tolerance allows (20 B); the 1 replicas that would balance them are of protected topics (guardrails.protected_topics), and no other replica there brings them closer."},
+		{"others moved instead", plan.LogDirPlan{Plan: plan.Plan{Changes: []plan.Change{move}, Skipped: []plan.Skip{skip}}, From: "/a", To: "/b",
+			FromBytes: 200, ToBytes: 100, FromBytesAfter: 150, ToBytesAfter: 150, Allowed: 30, Reached: true},
+			"Broker 1: /a holds 200 B and /b holds 100 B; moving 1 replicas (50 B) leaves 150 B and 150 B, within the tolerance (30 B). 1 replicas of protected topics (guardrails.protected_topics) that the balance would have moved stay."},
+		{"no protection", plan.LogDirPlan{From: "/a", To: "/b", FromBytes: 200, ToBytes: 0, Allowed: 20},
+			"Broker 1: /a holds 200 B and /b holds 0 B, more apart than the tolerance allows (20 B), but every replica there is larger than the imbalance: moving any would make it worse."},
+	} {
+		if got := summarize(1, tc.lp, false); got != tc.want {
+			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+}

@@ -174,6 +174,12 @@ func summarize(broker int32, lp plan.LogDirPlan, explicit bool) string {
 		moved += ch.Bytes
 	}
 	sizes := fmt.Sprintf("%s holds %s and %s holds %s", lp.From, bytesString(lp.FromBytes), lp.To, bytesString(lp.ToBytes))
+	protected := 0
+	for _, s := range lp.Skipped {
+		if s.Code == plan.SkipProtected {
+			protected++
+		}
+	}
 	switch {
 	case explicit && len(lp.Changes) == 0:
 		return fmt.Sprintf("The replica is in %s of broker %d already.", lp.To, broker)
@@ -181,15 +187,23 @@ func summarize(broker int32, lp plan.LogDirPlan, explicit bool) string {
 		return fmt.Sprintf("Broker %d: %s; moving %s (%s) to %s.", broker, sizes, lp.Changes[0].TopicPartition, bytesString(moved), lp.To)
 	case len(lp.Changes) == 0 && lp.Reached:
 		return fmt.Sprintf("Broker %d: %s: within the tolerance (a difference of %s allowed), nothing to move.", broker, sizes, bytesString(lp.Allowed))
+	case len(lp.Changes) == 0 && protected > 0:
+		return fmt.Sprintf("Broker %d: %s, more apart than the tolerance allows (%s); the %d replicas that would balance them are of protected topics (guardrails.protected_topics), and no other replica there brings them closer.",
+			broker, sizes, bytesString(lp.Allowed), protected)
 	case len(lp.Changes) == 0:
 		return fmt.Sprintf("Broker %d: %s, more apart than the tolerance allows (%s), but every replica there is larger than the imbalance: moving any would make it worse.", broker, sizes, bytesString(lp.Allowed))
 	}
 	s := fmt.Sprintf("Broker %d: %s; moving %d replicas (%s) leaves %s and %s", broker, sizes, len(lp.Changes), bytesString(moved),
 		bytesString(lp.FromBytesAfter), bytesString(lp.ToBytesAfter))
 	if lp.Reached {
-		return s + fmt.Sprintf(", within the tolerance (%s).", bytesString(lp.Allowed))
+		s += fmt.Sprintf(", within the tolerance (%s).", bytesString(lp.Allowed))
+	} else {
+		s += fmt.Sprintf(": no set of replicas reaches the tolerance (%s); this is the closest.", bytesString(lp.Allowed))
 	}
-	return s + fmt.Sprintf(": no set of replicas reaches the tolerance (%s); this is the closest.", bytesString(lp.Allowed))
+	if protected > 0 {
+		s += fmt.Sprintf(" %d replicas of protected topics (guardrails.protected_topics) that the balance would have moved stay.", protected)
+	}
+	return s
 }
 
 func bytesString(n int64) string {
