@@ -80,10 +80,20 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", c.TopicPartition, brokerOf(c.Broker), orDash(c.DirBefore), orDash(c.DirAfter), c.Bytes)
 			}
 		} else {
-			fmt.Fprintln(tw, "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER")
+			// A replication-factor raise says how many bytes each partition's new replicas copied.
+			copied := slices.ContainsFunc(r.Changes, func(c events.Change) bool { return c.Bytes > 0 })
+			header := "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER"
+			if copied {
+				header += "\tBYTES COPIED"
+			}
+			fmt.Fprintln(tw, header)
 			for _, c := range r.Changes {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.TopicPartition, replicas(c.ReplicasBefore),
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s", c.TopicPartition, replicas(c.ReplicasBefore),
 					replicas(c.ReplicasAfter), leader(c.LeaderBefore), leader(c.LeaderAfter))
+				if copied {
+					fmt.Fprintf(tw, "\t%s", formatBytes(c.Bytes))
+				}
+				fmt.Fprintln(tw)
 			}
 		}
 		if err := tw.Flush(); err != nil {

@@ -49,6 +49,14 @@ var sampleResults = map[string]events.Result{
 			{TopicPartition: tp("payments.v2", 0), ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{3, 2, 1}, LeaderBefore: 1, LeaderAfter: 3},
 		},
 	},
+	"result-rf-raise": {
+		ID: "rf-1", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusSucceeded,
+		Strategy: "api", Attempt: 1, Worker: "host-1234", StartedAt: started, FinishedAt: started.Add(21 * time.Second),
+		Changes: []events.Change{
+			{TopicPartition: tp("events", 0), ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{1, 2, 4}, LeaderBefore: 1, LeaderAfter: 1, Bytes: 8 << 20},
+			{TopicPartition: tp("events", 1), ReplicasBefore: []int32{2, 3}, ReplicasAfter: []int32{2, 3, 1}, LeaderBefore: 2, LeaderAfter: 2, Bytes: 1536},
+		},
+	},
 	"result-failed": {
 		ID: "f-3", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusFailed,
 		Error: "gave up after 10 attempts: not controller", Strategy: "zk-reassign", Attempt: 10,
