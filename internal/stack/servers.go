@@ -84,8 +84,11 @@ func (srv server) progs() []string {
 }
 
 func (s *Stack) libs(srv server) string {
-	if srv.kind == kindKafka && srv.cluster.Mode == ModeKRaft {
+	switch {
+	case srv.kind == kindKafka && srv.cluster.Mode == ModeKRaft:
 		return s.libsDir("kafka-4")
+	case srv.kind == kindKafka && srv.cluster.Version == Kafka23Version:
+		return s.libsDir("kafka-2.3")
 	}
 	return s.libsDir("kafka-3.9")
 }
@@ -217,7 +220,7 @@ func (s *Stack) kafkaProps(srv server) string {
 			"broker.id", fmt.Sprint(b.ID),
 			"listeners", "PLAINTEXT://" + b.Addr,
 			"advertised.listeners", "PLAINTEXT://" + b.Addr,
-			"zookeeper.connect", ZooKeeperAddr + KafkaChroot,
+			"zookeeper.connect", srv.cluster.ZooKeeperConnect(),
 			"zookeeper.session.timeout.ms", "10000",
 			"zookeeper.connection.timeout.ms", "30000",
 			"controlled.shutdown.max.retries", "1",

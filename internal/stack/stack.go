@@ -118,7 +118,7 @@ func (s *Stack) lock(ctx context.Context) (unlock func(), err error) {
 // Prepare resolves the Kafka jars with Maven and builds nats-server, unless the cache
 // already holds them. Up calls it; it is exported for `stackctl prepare` in CI.
 func (s *Stack) Prepare(ctx context.Context) error {
-	for _, name := range []string{"kafka-3.9", "kafka-4"} {
+	for _, name := range []string{"kafka-3.9", "kafka-4", "kafka-2.3"} {
 		if err := s.resolveJars(ctx, name); err != nil {
 			return err
 		}

@@ -21,12 +21,13 @@ import (
 // that sorts, or a creator that ignores the order, is caught.
 var assignments = map[string][][]int32{
 	"local": {{3, 1, 2}, {2, 4, 1}, {4, 3, 2}, {1, 2, 3}, {2, 1, 4}},
-	"kraft": {{3, 1, 2}, {2, 3, 1}, {1, 3, 2}},
+	"kraft":  {{3, 1, 2}, {2, 3, 1}, {1, 3, 2}},
+	"legacy": {{3, 1, 2}, {2, 3, 1}, {1, 3, 2}},
 }
 
 func TestTopicAssignmentRoundTrip(t *testing.T) {
 	env := testenv.Get(t)
-	for _, cluster := range []string{"local", "kraft"} {
+	for _, cluster := range []string{"local", "kraft", "legacy"} {
 		t.Run(cluster, func(t *testing.T) {
 			cl := env.Kafka(t, cluster)
 			topic := testenv.Name(t, "smoke")
@@ -37,10 +38,11 @@ func TestTopicAssignmentRoundTrip(t *testing.T) {
 			if !slices.EqualFunc(got, want, slices.Equal) {
 				t.Fatalf("metadata assignment = %v, want %v (order kept)", got, want)
 			}
-			if cluster != "local" {
+			c := env.Cluster(t, cluster)
+			if c.Mode != stack.ModeZooKeeper {
 				return
 			}
-			raw, _, err := env.ZooKeeper(t).Get(stack.KafkaChroot + "/brokers/topics/" + topic)
+			raw, _, err := env.ZooKeeper(t).Get(c.Chroot + "/brokers/topics/" + topic)
 			if err != nil {
 				t.Fatalf("read topic znode: %v", err)
 			}
@@ -52,8 +54,8 @@ func TestTopicAssignmentRoundTrip(t *testing.T) {
 			if err := json.Unmarshal(raw, &znode); err != nil {
 				t.Fatalf("decode topic znode %s: %v", raw, err)
 			}
-			if znode.TopicID == "" {
-				t.Errorf("topic znode has no topic_id: %s", raw)
+			if hasID := znode.TopicID != ""; hasID != (cluster == "local") { // topic ids came in 2.8
+				t.Errorf("Kafka %s wrote topic_id %q: %s", c.Version, znode.TopicID, raw)
 			}
 			if len(znode.Partitions) != len(want) {
 				t.Fatalf("topic znode has %d partitions, want %d: %s", len(znode.Partitions), len(want), raw)
@@ -69,7 +71,7 @@ func TestTopicAssignmentRoundTrip(t *testing.T) {
 
 func TestProduceConsume(t *testing.T) {
 	env := testenv.Get(t)
-	for _, cluster := range []string{"local", "kraft"} {
+	for _, cluster := range []string{"local", "kraft", "legacy"} {
 		t.Run(cluster, func(t *testing.T) {
 			topic := testenv.Name(t, "smoke")
 			testenv.CreateTopic(t, env.Kafka(t, cluster), topic, [][]int32{{1, 2, 3}}, map[string]string{"min.insync.replicas": "2"})
@@ -293,5 +295,31 @@ func TestExpireZooKeeperSession(t *testing.T) {
 	case <-expired:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("client was not told its session expired (state %v)", conn.State())
+	}
+}
+
+// The legacy cluster is what the ZooKeeper strategies exist for: Kafka 2.3, which has
+// ElectLeaders and IncrementalAlterConfigs but no AlterPartitionReassignments (2.4).
+func TestLegacyClusterIsPre24(t *testing.T) {
+	env := testenv.Get(t)
+	versions, err := env.Admin(t, "legacy").ApiVersions(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(versions) != 3 {
+		t.Fatalf("%d brokers answered ApiVersions, want 3", len(versions))
+	}
+	for _, b := range versions {
+		if b.Err != nil {
+			t.Fatalf("broker %d: %v", b.NodeID, b.Err)
+		}
+		if _, ok := b.KeyMaxVersion(45); ok {
+			t.Errorf("broker %d supports AlterPartitionReassignments: not a pre-2.4 broker", b.NodeID)
+		}
+		for key, name := range map[int16]string{43: "ElectLeaders", 44: "IncrementalAlterConfigs"} {
+			if _, ok := b.KeyMaxVersion(key); !ok {
+				t.Errorf("broker %d lacks %s (Kafka 2.3 has it)", b.NodeID, name)
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package stack runs kafkamender's local stack of real servers on loopback: ZooKeeper, a
-// Kafka 3.9 cluster in ZooKeeper mode ("local"), a Kafka 4.x cluster in KRaft mode ("kraft")
-// and nats-server with JetStream. The tests, the demo and newcomers all use it.
+// Kafka 3.9 cluster in ZooKeeper mode ("local"), a Kafka 2.3 cluster in ZooKeeper mode
+// ("legacy", older than the reassignment API), a Kafka 4.x cluster in KRaft mode ("kraft"),
+// nats-server with JetStream and Alertmanager. The tests, the demo and newcomers all use it.
 //
 // Kafka and ZooKeeper run from jars that Maven resolves from Maven Central into the
 // git-ignored .cache folder (once; later runs reuse them); nats-server is built from the Go
@@ -40,6 +41,11 @@ const (
 
 	Kafka39Version = "3.9.1"
 	Kafka4Version  = "4.1.1"
+	// Kafka23Version runs the legacy cluster: before 2.4 (KIP-455), so no
+	// AlterPartitionReassignments; ElectLeaders exists (2.2+), IncrementalAlterConfigs (2.3+).
+	Kafka23Version = "2.3.1"
+	// LegacyChroot is the legacy cluster's chroot in the stack's ZooKeeper.
+	LegacyChroot = "/legacy"
 )
 
 // Mode is how a Kafka cluster keeps its metadata.
@@ -64,6 +70,8 @@ type Cluster struct {
 	Name    string
 	Mode    Mode
 	Version string
+	// Chroot is the cluster's path in the stack's ZooKeeper (ZooKeeper mode only).
+	Chroot  string
 	Brokers []Broker
 }
 
@@ -82,7 +90,7 @@ func (c Cluster) ZooKeeperConnect() string {
 	if c.Mode != ModeZooKeeper {
 		return ""
 	}
-	return ZooKeeperAddr + KafkaChroot
+	return ZooKeeperAddr + c.Chroot
 }
 
 // ServerName is the name of a broker's server in the stack ("local-1", "kraft-3").
@@ -102,12 +110,20 @@ func (c Cluster) Broker(id int32) (Broker, bool) {
 func Clusters() []Cluster {
 	return []Cluster{
 		{
-			Name: "local", Mode: ModeZooKeeper, Version: Kafka39Version,
+			Name: "local", Mode: ModeZooKeeper, Version: Kafka39Version, Chroot: KafkaChroot,
 			Brokers: []Broker{
 				{ID: 1, Addr: "127.0.0.1:19092", Rack: "r1", LogDirs: 2},
 				{ID: 2, Addr: "127.0.0.1:29092", Rack: "r1", LogDirs: 1},
 				{ID: 3, Addr: "127.0.0.1:39092", Rack: "r2", LogDirs: 1},
 				{ID: 4, Addr: "127.0.0.1:49092", Rack: "r2", LogDirs: 1},
+			},
+		},
+		{
+			Name: "legacy", Mode: ModeZooKeeper, Version: Kafka23Version, Chroot: LegacyChroot,
+			Brokers: []Broker{
+				{ID: 1, Addr: "127.0.0.1:19392", Rack: "r1", LogDirs: 1},
+				{ID: 2, Addr: "127.0.0.1:29392", Rack: "r1", LogDirs: 1},
+				{ID: 3, Addr: "127.0.0.1:39392", Rack: "r2", LogDirs: 1},
 			},
 		},
 		{
