@@ -20,7 +20,7 @@ import (
 // Assignments whose order is not the ascending one Kafka would pick, so that a reader
 // that sorts, or a creator that ignores the order, is caught.
 var assignments = map[string][][]int32{
-	"local": {{3, 1, 2}, {2, 4, 1}, {4, 3, 2}, {1, 2, 3}, {2, 1, 4}},
+	"local":  {{3, 1, 2}, {2, 4, 1}, {4, 3, 2}, {1, 2, 3}, {2, 1, 4}},
 	"kraft":  {{3, 1, 2}, {2, 3, 1}, {1, 3, 2}},
 	"legacy": {{3, 1, 2}, {2, 3, 1}, {1, 3, 2}},
 }
