@@ -148,11 +148,21 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (_ *Sna
 	if len(s.Topics) == 0 {
 		return s, nil
 	}
-	names := topicNames(s.Topics)
-	if all {
-		names = nil // one request for the whole cluster
+	// One request for the whole cluster, or for the partitions just read: asking metadata
+	// for them again (as ListReassignments does) would double the read.
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	if !all {
+		for _, name := range topicNames(s.Topics) {
+			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+			rt.Topic = name
+			rt.Partitions = make([]int32, len(s.Topics[name]))
+			for i := range rt.Partitions {
+				rt.Partitions[i] = int32(i)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
 	}
-	ongoing, err := ListReassignments(ctx, cl, names)
+	ongoing, err := listReassignments(ctx, cl, req)
 	if err == errReassignmentsUnsupported {
 		return s, nil
 	}
@@ -234,7 +244,6 @@ var errReassignmentsUnsupported = fmt.Errorf("ListPartitionReassignments is not 
 func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (_ map[TopicPartition]Reassignment, err error) {
 	defer func() { err = classify(err) }()
 	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	req.TimeoutMillis = 30000
 	if topics != nil {
 		// Partitions must be listed; ask metadata for them.
 		md, err := freshMetadata(ctx, cl, topics)
@@ -256,6 +265,13 @@ func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (_ 
 			return map[TopicPartition]Reassignment{}, nil
 		}
 	}
+	return listReassignments(ctx, cl, req)
+}
+
+// listReassignments sends req (its topics nil: the whole cluster) and returns the ongoing
+// reassignments it lists.
+func listReassignments(ctx context.Context, cl *kgo.Client, req *kmsg.ListPartitionReassignmentsRequest) (map[TopicPartition]Reassignment, error) {
+	req.TimeoutMillis = 30000
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
 		if err == kerr.UnsupportedVersion || isUnsupported(err) {
