@@ -415,7 +415,7 @@ func TestLoadAppliesEnvironment(t *testing.T) {
 // variables are unique and follow the rule.
 func TestEnvSchema(t *testing.T) {
 	samples := map[string]string{
-		"string": "x", "integer": "7", "boolean": "true", "duration": "3s", "number": "0.5", "list of strings": "a,b",
+		"string": "x", "secret": "s3cret", "integer": "7", "boolean": "true", "duration": "3s", "number": "0.5", "list of strings": "a,b",
 	}
 	seen := map[string]string{}
 	for _, s := range schemaSettings() {
