@@ -129,6 +129,11 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	w.logStartup(addr)
 
+	// Each cluster is probed, its permissions checked, before any of its events is taken:
+	// a cluster the worker cannot change (unreachable, credentials refused, a permission
+	// missing) is down by the time the pipeline asks (canServe).
+	w.health.probeKinds(ctx, w.probeTimeout, kindKafka)
+
 	pl, err := w.newPipeline(ctx, deps)
 	if err != nil {
 		_ = ln.Close()
