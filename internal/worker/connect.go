@@ -239,7 +239,7 @@ type zkConn struct {
 // returns at once and keeps trying. Session changes are logged and reported
 // to dep; the library's own messages, which are then only about problems,
 // are logged as warnings.
-func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger, h *health, dep *dependency) (*zkConn, error) {
+func connectZK(connect string, sessionTimeout time.Duration, auth []locks.DigestAuth, logger *zap.Logger, h *health, dep *dependency) (*zkConn, error) {
 	servers, chroot, err := config.ParseZKConnect(connect)
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
@@ -280,6 +280,7 @@ func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger,
 		Logger:      logger,
 		OnEvent:     onEvent,
 		ConnOptions: []func(*zk.Conn){zk.WithHostProvider(&staticHostProvider{})},
+		Auth:        auth,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
@@ -287,21 +288,44 @@ func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger,
 	return &zkConn{sess: sess, conn: sess.Conn(), servers: servers, chroot: chroot}, nil
 }
 
-// probe reports whether the connection has a session, waiting for one until
-// ctx is done: a session being (re)established is not yet a failure.
+// probe reports whether the connection has a session, its identities added, waiting for
+// one until ctx is done: a session being (re)established is not yet a failure.
 func (z *zkConn) probe(ctx context.Context) (string, error) {
 	const poll = 50 * time.Millisecond
 	for {
 		st := z.conn.State()
-		if st == zk.StateHasSession {
+		authed := z.sess.Authenticated()
+		if st == zk.StateHasSession && authed {
 			return fmt.Sprintf("session 0x%x on %s", z.conn.SessionID(), z.conn.Server()), nil
 		}
 		select {
 		case <-ctx.Done():
+			if st == zk.StateHasSession {
+				return "", errors.New("session, but its digest identities are not taken yet")
+			}
 			return "", fmt.Errorf("no session (%s)", strings.ToLower(strings.TrimPrefix(st.String(), "State")))
 		case <-time.After(poll):
 		}
 	}
+}
+
+// lockAuth is the identity the worker's locks belong to (lock.zookeeper_auth); nil
+// without one.
+func lockAuth(cfg *config.Config) []locks.DigestAuth {
+	return digestAuth(cfg.Lock.ZooKeeperAuth)
+}
+
+// clusterZKAuth is what a cluster's own ZooKeeper session authenticates as: the lock's
+// identity (its lock lives there) and the one Kafka's znodes were created with.
+func clusterZKAuth(cfg *config.Config, cl *config.Cluster) []locks.DigestAuth {
+	return append(lockAuth(cfg), digestAuth(cl.ZooKeeperAuth)...)
+}
+
+func digestAuth(a config.ZooKeeperAuth) []locks.DigestAuth {
+	if a.User == "" {
+		return nil
+	}
+	return []locks.DigestAuth{{User: a.User, Password: a.Password.Reveal()}}
 }
 
 // staticHostProvider hands out the configured servers round-robin and

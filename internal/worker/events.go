@@ -48,6 +48,8 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		}
 		if kc.zk != nil {
 			sess, hc.ZK, hc.Chroot = kc.zk.sess, kc.zk.sess, kc.zk.chroot
+			za := kc.cfg.ZooKeeperAuth
+			hc.ZKACL = kafka.ZNodeACL(za.User, za.Password.Reveal())
 		}
 		agreed := &agreedBackend{js: js, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
 		hc.Locker = agreed
@@ -61,12 +63,16 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 			agreed.Backend = kvLocker
 			continue
 		}
-		lk, err := locks.New(sess, locks.Config{
+		lcfg := locks.Config{
 			Root:   cfg.Lock.Root,
 			Worker: cfg.Worker.ID,
 			Wait:   cfg.Lock.AcquireTimeout,
 			Logger: w.logger.Named("locks"), // its lines name the cluster themselves
-		})
+		}
+		if auth := lockAuth(cfg); auth != nil {
+			lcfg.ACL = auth[0].ACL() // the fleet's identity alone changes the locks
+		}
+		lk, err := locks.New(sess, lcfg)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: lock: %w", kc.cfg.Name, err)
 		}

@@ -20,11 +20,17 @@ import (
 // content), with the environment given.
 func natsConfig(t *testing.T, nats string, environ ...string) *config.Config {
 	t.Helper()
-	cfg, err := config.ParseEnv(fmt.Appendf(nil, `
+	return natsConfigWith(t, fmt.Sprintf(`
 nats: {%s}
 lock: {backend: nats}
 clusters: {local: {bootstrap_servers: ["127.0.0.1:9092"]}}
-`, nats), environ)
+`, nats), environ...)
+}
+
+// natsConfigWith parses a whole configuration with the environment given.
+func natsConfigWith(t *testing.T, yaml string, environ ...string) *config.Config {
+	t.Helper()
+	cfg, err := config.ParseEnv([]byte(yaml), environ)
 	if err != nil {
 		t.Fatal(err)
 	}

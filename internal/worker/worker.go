@@ -247,7 +247,7 @@ func (w *Worker) connect() (_ *clients, err error) {
 
 	if cfg.NeedsLockZooKeeper() {
 		lockDep := h.add(kindZooKeeper, lockZKName, true, nil)
-		c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout,
+		c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout, lockAuth(cfg),
 			logger.Named("zookeeper").With(zap.String("zookeeper", lockZKName)), h, lockDep)
 		if err != nil {
 			return c, fmt.Errorf("lock %w", err)
@@ -267,7 +267,7 @@ func (w *Worker) connect() (_ *clients, err error) {
 			continue
 		}
 		zkDep := h.add(kindZooKeeper, name, cl.Strategy.NeedsZooKeeper(), nil)
-		kc.zk, err = connectZK(cl.ZooKeeper, cfg.Lock.SessionTimeout,
+		kc.zk, err = connectZK(cl.ZooKeeper, cfg.Lock.SessionTimeout, clusterZKAuth(cfg, cl),
 			logger.Named("zookeeper").With(zap.String("cluster", name)), h, zkDep)
 		if err != nil {
 			return c, fmt.Errorf("cluster %s: %w", name, err)
