@@ -84,7 +84,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
@@ -106,9 +105,6 @@ type Cluster struct {
 	// configured); its lock lives in the same ensemble, so ZooKeeper writes are fenced.
 	ZK     *locks.Session
 	Chroot string
-	// ZKACL is the ACL of the znodes the ZooKeeper strategies create in Kafka's tree
-	// (kafka.ZNodeACL); nil: world-writable.
-	ZKACL []zk.ACL
 	// Locker takes the cluster's lock: ZooKeeper (locks.ZK) or NATS key-value
 	// (*locks.KVLocker). ZooKeeper strategies need the ZooKeeper lock, whose leases fence
 	// their znode writes.

@@ -57,7 +57,7 @@ func (r *reorderOp) backend(x *exec) (kafka.Reorderer, error) {
 		return nil, err
 	}
 	return kafka.NewZKBackend(r.strategy, kafka.ZKConfig{Conn: r.c.ZK.Conn(), Chroot: r.c.Chroot, Writer: w,
-		Client: r.c.Client, Caps: r.caps, Nudge: nudgeJournal{x}, ACL: r.c.ZKACL})
+		Client: r.c.Client, Caps: r.caps, Nudge: nudgeJournal{x}})
 }
 
 // nudgeJournal keeps zk-nudge progress in the operation's journal entry.

@@ -422,7 +422,7 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 		if err != nil {
 			return err
 		}
-		return kafka.SubmitZKReassignment(ctx, t.c.ZK.Conn(), t.c.Chroot, w, t.c.ZKACL, targets)
+		return kafka.SubmitZKReassignment(ctx, t.c.ZK.Conn(), t.c.Chroot, w, targets)
 	}
 	return kafka.SubmitReassignment(ctx, t.c.Client, targets)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -64,15 +63,5 @@ func TestPermissionError(t *testing.T) {
 	if got := fmt.Sprint(RequiredPermissions()); got != "[Describe on Cluster Alter on Cluster DescribeConfigs on Cluster AlterConfigs on Cluster "+
 		"Describe on Topic DescribeConfigs on Topic AlterConfigs on Topic]" {
 		t.Errorf("RequiredPermissions() = %s", got)
-	}
-}
-
-func TestZNodeACL(t *testing.T) {
-	if acl := ZNodeACL("", ""); len(acl) != 1 || acl[0].Scheme != "world" || acl[0].Perms != zk.PermAll {
-		t.Errorf("ZNodeACL without a user = %+v, want world-writable", acl)
-	}
-	acl := ZNodeACL("kafka", "pw")
-	if len(acl) != 2 || acl[0].Scheme != "digest" || acl[0].Perms != zk.PermAll || acl[1].Scheme != "world" || acl[1].Perms != zk.PermRead {
-		t.Errorf("ZNodeACL(kafka) = %+v, want the identity's and world read", acl)
 	}
 }

@@ -43,9 +43,9 @@ func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPa
 // /admin/reassign_partitions (only when none exists: one reassignment at a time) in a
 // transaction fenced by the caller's lock. The controller deletes the znode when every
 // listed partition has finished. Never through /brokers/topics: a controller started
-// from an edited topic znode does not start or stop replicas. acl is the znode's (see
-// ZNodeACL; nil: world-writable).
-func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, acl []zk.ACL, targets map[TopicPartition][]int32) (err error) {
+// from an edited topic znode does not start or stop replicas. The znode gets the ACL of
+// /admin, as Kafka would give it (see kafkaTreeACL).
+func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) (err error) {
 	defer func() { err = classify(err) }()
 	doc := reassignJSON{Version: 1}
 	for _, tp := range sortedKeys(targets) {
@@ -62,8 +62,9 @@ func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w F
 		owner, _, _ := conn.Get(p)
 		return fmt.Errorf("%s exists (%s): %w", p, truncate(owner, 300), ErrReassignmentInProgress)
 	}
-	if acl == nil {
-		acl = zk.WorldACL(zk.PermAll)
+	acl, err := kafkaTreeACL(conn, path.Dir(p))
+	if err != nil {
+		return err
 	}
 	if _, err := w.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: acl}); err != nil {
 		if errors.Is(err, zk.ErrNodeExists) {

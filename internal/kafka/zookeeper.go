@@ -42,20 +42,22 @@ type ZKConfig struct {
 	// NudgeApplyWait bounds the wait, after the failover, for metadata to show the new
 	// order before the topic znodes are put back. Default 60s.
 	NudgeApplyWait time.Duration
-	// ACL of the znodes created in Kafka's tree (/admin/reassign_partitions,
-	// /admin/preferred_replica_election). Default zk.WorldACL(zk.PermAll); with Kafka's
-	// znodes secured (zookeeper.set.acl), ZNodeACL of Kafka's identity.
-	ACL []zk.ACL
 }
 
-// ZNodeACL is the ACL Kafka gives the znodes it creates when zookeeper.set.acl is on,
-// for the digest identity user: everything for it, read for everyone. Without a user,
-// world-writable, as Kafka without zookeeper.set.acl.
-func ZNodeACL(user, password string) []zk.ACL {
-	if user == "" {
-		return zk.WorldACL(zk.PermAll)
+// kafkaTreeACL is the ACL to create a znode under parent with: the parent's. Kafka gives
+// every znode of its tree the same ACL (open without zookeeper.set.acl; with it, its own
+// identity's and read for everyone), and its controller rewrites and deletes the admin
+// znodes the ZooKeeper strategies create, so they get that ACL whichever identity the
+// worker authenticated as (clusters.<name>.zookeeper_auth).
+func kafkaTreeACL(conn *zk.Conn, parent string) ([]zk.ACL, error) {
+	acl, _, err := conn.GetACL(parent)
+	if err != nil {
+		return nil, fmt.Errorf("read the ACL of %s: %w", parent, err)
 	}
-	return append(zk.DigestACL(zk.PermAll, user, password), zk.WorldACL(zk.PermRead)...)
+	if len(acl) == 0 {
+		return zk.WorldACL(zk.PermAll), nil
+	}
+	return acl, nil
 }
 
 // ZKBackend is the zk-reassign or zk-nudge strategy.
@@ -82,9 +84,6 @@ func NewZKBackend(strategy Strategy, cfg ZKConfig) (*ZKBackend, error) {
 	}
 	if cfg.NudgeApplyWait == 0 {
 		cfg.NudgeApplyWait = time.Minute
-	}
-	if cfg.ACL == nil {
-		cfg.ACL = zk.WorldACL(zk.PermAll)
 	}
 	return &ZKBackend{cfg: cfg, strategy: strategy, adm: kadm.NewClient(cfg.Client)}, nil
 }
@@ -177,7 +176,11 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 			owner, _, _ := b.cfg.Conn.Get(p)
 			return fmt.Errorf("%s exists (someone else's: %s) after waiting %s: %w", p, truncate(owner, 300), b.cfg.ForeignWait, ErrReassignmentInProgress)
 		}
-		_, err := b.cfg.Writer.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: b.cfg.ACL})
+		acl, err := kafkaTreeACL(b.cfg.Conn, path.Dir(p))
+		if err != nil {
+			return err
+		}
+		_, err = b.cfg.Writer.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: acl})
 		if errors.Is(err, zk.ErrNodeExists) {
 			continue // lost a race with another writer: wait for theirs
 		}

@@ -48,8 +48,6 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		}
 		if kc.zk != nil {
 			sess, hc.ZK, hc.Chroot = kc.zk.sess, kc.zk.sess, kc.zk.chroot
-			za := kc.cfg.ZooKeeperAuth
-			hc.ZKACL = kafka.ZNodeACL(za.User, za.Password.Reveal())
 		}
 		agreed := &agreedBackend{js: js, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
 		hc.Locker = agreed
