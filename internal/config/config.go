@@ -131,8 +131,9 @@ type HTTP struct {
 
 // NATS configures the connection that carries events and results.
 type NATS struct {
-	// URL is a NATS server URL, or several separated by commas. Required.
-	URL string `yaml:"url"`
+	// URL is a NATS server URL, or several separated by commas. Required. It prints
+	// without the credentials it may carry.
+	URL NATSURLs `yaml:"url"`
 	// Consumer is the durable JetStream consumer shared by the workers of one fleet.
 	// Default kafkamender-workers.
 	Consumer string `yaml:"consumer"`
@@ -506,7 +507,7 @@ func (c *Config) problems() problems {
 
 	if c.NATS.URL == "" {
 		p.add("nats.url", errors.New("required"))
-	} else if err := checkNATSURLs(c.NATS.URL); err != nil {
+	} else if err := checkNATSURLs(c.NATS.URL.Reveal()); err != nil {
 		p.add("nats.url", err)
 	}
 	c.NATS.validateSecurity(&p)

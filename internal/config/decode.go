@@ -199,7 +199,7 @@ func mismatch(n *yaml.Node, goType, at string) error {
 
 func describeGoType(t string) string {
 	switch {
-	case t == "string" || t == "config.Strategy" || t == "config.LockBackend" || t == "config.Secret":
+	case t == "string" || t == "config.Strategy" || t == "config.LockBackend" || t == "config.Secret" || t == "config.NATSURLs":
 		return "a string"
 	case strings.HasPrefix(t, "[]"):
 		return "a list"

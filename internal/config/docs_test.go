@@ -317,7 +317,7 @@ func TestLocalSecureWorkerConfigParses(t *testing.T) {
 		t.Fatalf("deployments/local/worker-secure.yaml: %v", err)
 	}
 	local := cfg.Clusters["local"]
-	got := []string{cfg.NATS.URL, cfg.NATS.User, cfg.NATS.Password.Reveal(), local.SASL.Mechanism, local.SASL.Username,
+	got := []string{cfg.NATS.URL.Reveal(), cfg.NATS.User, cfg.NATS.Password.Reveal(), local.SASL.Mechanism, local.SASL.Username,
 		local.SASL.Password.Reveal(), cfg.Lock.ZooKeeperAuth.User, cfg.Lock.ZooKeeperAuth.Password.Reveal(), cfg.HTTP.Listen}
 	want := []string{"tls://127.0.0.1:4223", "worker", "nats-pw", "SCRAM-SHA-512", "kafkamender",
 		"kafka-pw", "kafkamender", "zk-pw", "127.0.0.1:8090"}

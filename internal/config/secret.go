@@ -72,3 +72,35 @@ func (s *Secret) UnmarshalYAML(n *yaml.Node) error {
 	}
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s (column %d)", n.Line, msg, n.Column)}}
 }
+
+// NATSURLs is a NATS server URL, or several separated by commas, which may carry
+// credentials (nats://user:password@host, nats://token@host). Every way of printing or
+// encoding it shows it as [RedactNATSURLs] does; [NATSURLs.Reveal] gives it to the client.
+type NATSURLs string
+
+// Reveal returns the URLs as they are, credentials included.
+func (u NATSURLs) Reveal() string { return string(u) }
+
+// String is the URLs without their credentials.
+func (u NATSURLs) String() string { return RedactNATSURLs(string(u)) }
+
+// GoString is String, quoted.
+func (u NATSURLs) GoString() string { return fmt.Sprintf("%q", u.String()) }
+
+// Format prints String with the verb and flags given.
+func (u NATSURLs) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		fmt.Fprint(f, u.GoString())
+		return
+	}
+	fmt.Fprintf(f, fmt.FormatString(f, verb), u.String())
+}
+
+// MarshalJSON encodes String.
+func (u NATSURLs) MarshalJSON() ([]byte, error) { return json.Marshal(u.String()) }
+
+// MarshalText encodes String.
+func (u NATSURLs) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// MarshalYAML encodes String.
+func (u NATSURLs) MarshalYAML() (any, error) { return u.String(), nil }

@@ -115,7 +115,7 @@ func (a ZooKeeperAuth) Set() bool { return a.User != "" || a.UserFile != "" }
 // user and password, token, nkey, credentials file.
 func (n *NATS) natsAuthMethods() []string {
 	var m []string
-	if urlHasCredentials(n.URL) {
+	if urlHasCredentials(n.URL.Reveal()) {
 		m = append(m, "nats.url (credentials in the URL)")
 	}
 	if n.User != "" || n.UserFile != "" || n.Password.IsSet() || n.PasswordFile != "" {

@@ -380,3 +380,25 @@ clusters: {local: {bootstrap_servers: ["127.0.0.1:9092"], tls: {cert_file: %q, k
 		}
 	}
 }
+
+func TestNATSURLsNeverPrintCredentials(t *testing.T) {
+	u := NATSURLs("nats://worker:SECRET-pw@a:4222,nats://SECRET-token@b:4222")
+	jsonOut, _ := json.Marshal(struct{ URL NATSURLs }{u})
+	yamlOut, _ := yaml.Marshal(struct{ URL NATSURLs }{u})
+	text, _ := u.MarshalText()
+	for how, out := range map[string]string{
+		"%s": fmt.Sprintf("%s", u), "%v": fmt.Sprintf("%v", u), "%#v": fmt.Sprintf("%#v", u), "%q": fmt.Sprintf("%q", u),
+		"json": string(jsonOut), "yaml": string(yamlOut), "text": string(text),
+	} {
+		if strings.Contains(out, "SECRET") || !strings.Contains(out, "nats://worker:xxxxx@a:4222,nats://xxxxx@b:4222") {
+			t.Errorf("%s: %s", how, out)
+		}
+	}
+	if u.Reveal() != "nats://worker:SECRET-pw@a:4222,nats://SECRET-token@b:4222" {
+		t.Errorf("Reveal() = %q", u.Reveal())
+	}
+	if _, err := Parse([]byte("nats: {url: [a]}\nlock: {zookeeper: \"127.0.0.1:2181\"}\nclusters: {c: {bootstrap_servers: [\"x:1\"]}}\n")); err == nil ||
+		!strings.Contains(err.Error(), "nats.url: want a string, got a list") {
+		t.Errorf("nats.url a list: %v", err)
+	}
+}

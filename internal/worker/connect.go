@@ -86,9 +86,9 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 			closeOnce.Do(func() { close(nc.closed) })
 		}),
 	}
-	conn, err := nats.Connect(cfg.NATS.URL, append(opts, security...)...)
+	conn, err := nats.Connect(cfg.NATS.URL.Reveal(), append(opts, security...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", config.RedactNATSURLs(cfg.NATS.URL), explainNATSError(cfg.NATS, err))
+		return nil, fmt.Errorf("connect to nats %s: %w", cfg.NATS.URL, explainNATSError(cfg.NATS, err))
 	}
 	nc.conn = conn
 	return nc, nil

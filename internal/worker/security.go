@@ -85,7 +85,7 @@ func natsAuthName(n config.NATS) string {
 		return "the nkey of " + n.NKeySeedFile + " (nats.nkey_seed_file)"
 	case n.CredsFile != "":
 		return "the credentials of " + n.CredsFile + " (nats.creds_file)"
-	case strings.Contains(n.URL, "@"):
+	case strings.Contains(n.URL.Reveal(), "@"):
 		return "the credentials in nats.url"
 	}
 	return "no credentials (set nats.user, nats.token, nats.nkey_seed_file or nats.creds_file)"

@@ -320,7 +320,7 @@ func (w *Worker) logStartup(addr string) {
 		zap.String("worker", cfg.Worker.ID),
 		zap.String("version", w.version),
 		zap.String("http", addr),
-		zap.String("nats", config.RedactNATSURLs(cfg.NATS.URL)),
+		zap.Stringer("nats", cfg.NATS.URL), // without credentials
 		zap.String("lock_zookeeper", cfg.Lock.ZooKeeper),
 		zap.String("lock_root", cfg.Lock.Root),
 		zap.Any("clusters", clusters),
