@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kafkamender/kafkamender/internal/certs"
@@ -182,6 +183,18 @@ func TestKafkaProbeSecurity(t *testing.T) {
 				kfake.User("SCRAM-SHA-512", user, password, workerACLs()[:4]...)},
 			extra: sasl("SCRAM-SHA-512"), environ: []string{pwEnv},
 			want: "permissions checked (cluster; no topic visible: Describe on Topic missing, or no topics)",
+		},
+		{
+			name: "Kafka 2.7: no DescribeCluster, Metadata tells",
+			opts: []kfake.Opt{kfake.MaxVersions(kversion.V2_7_0()), kfake.EnableSASL(), kfake.EnableACLs(), kfake.Superuser("SCRAM-SHA-512", "admin", "admin"),
+				kfake.User("SCRAM-SHA-512", user, password, without(workerACLs(), kmsg.ACLResourceTypeCluster, kmsg.ACLOperationAlter)...)},
+			extra: sasl("SCRAM-SHA-512"), environ: []string{pwEnv},
+			wantErr: "cluster local: missing Kafka permission Alter on Cluster",
+		},
+		{
+			name: "Kafka 2.2: cannot tell",
+			opts: []kfake.Opt{kfake.MaxVersions(kversion.V2_2_0())},
+			want: "permissions not checked: the cluster cannot tell (Kafka < 2.3)",
 		},
 		{
 			name:  "no permission at all",
