@@ -43,6 +43,7 @@ type eventOptions struct {
 	source    string
 	expiresIn time.Duration
 	natsURL   string
+	natsAuth  natsAuth
 }
 
 // flags points at the shared flags' values, with the default --timeout
@@ -53,7 +54,7 @@ func (o *eventOptions) flags() eventFlags {
 		cluster: &o.cluster, reason: &o.reason,
 		dryRun: &o.dryRun, print: &o.print, wait: &o.wait,
 		timeout: &o.timeout, expiresIn: &o.expiresIn,
-		output: &o.output, id: &o.id, source: &o.source, natsURL: &o.natsURL,
+		output: &o.output, id: &o.id, source: &o.source, natsURL: &o.natsURL, natsAuth: &o.natsAuth,
 	}
 }
 
@@ -64,6 +65,7 @@ type eventFlags struct {
 	dryRun, print, wait         *bool
 	timeout, expiresIn          *time.Duration
 	output, id, source, natsURL *string
+	natsAuth                    *natsAuth
 	// defaultTimeout is the default of --timeout; 0: defaultWaitTimeout.
 	defaultTimeout time.Duration
 }
@@ -83,7 +85,7 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(f.id, "id", "", "event `id` (default: a random UUID); letters, digits, '-' and '_'. Re-using an id asks for the earlier event's result instead of a new run")
 	fs.StringVar(f.source, "source", "", "event `source` (default \"emitter/<user>@<host>\")")
 	fs.DurationVar(f.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
-	fs.StringVar(f.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
+	registerNATSFlags(fs, f.natsURL, f.natsAuth)
 	fs.BoolVar(f.print, "print", false, "print the event on stdout instead of publishing it")
 }
 
@@ -128,7 +130,10 @@ func (f eventFlags) check(e env, own []error) error {
 	if err := errors.Join(errs...); err != nil {
 		return usageError{err}
 	}
-	*f.id, *f.source, *f.natsURL = eventDefaults(*f.id, *f.source, *f.natsURL, e)
+	*f.id, *f.source = eventDefaults(*f.id, *f.source, e)
+	if err := resolveNATS(f.natsURL, f.natsAuth, e); err != nil {
+		return usageError{err}
+	}
 	return nil
 }
 
@@ -279,7 +284,7 @@ func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, 
 
 	if *f.wait {
 		return publishAndWait(ctx, e, name, waitRequest{
-			natsURL: *f.natsURL, timeout: *f.timeout, output: *f.output,
+			natsURL: *f.natsURL, natsAuth: *f.natsAuth, timeout: *f.timeout, output: *f.output,
 			subject: subject, id: ev.ID, body: body,
 		})
 	}
@@ -287,7 +292,7 @@ func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, 
 	timeout := min(*f.timeout, publishTimeout)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	ack, err := publish(ctx, *f.natsURL, timeout, subject, ev.ID, body)
+	ack, err := publish(ctx, *f.natsURL, *f.natsAuth, timeout, subject, ev.ID, body)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "%s: event %s: %v\n", name, ev.ID, err)
 		return exitFailure

@@ -7,13 +7,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 )
 
@@ -35,6 +35,7 @@ type publishOptions struct {
 	source    string
 	expiresIn time.Duration
 	natsURL   string
+	natsAuth  natsAuth
 	timeout   time.Duration
 	dryRun    bool
 }
@@ -52,7 +53,7 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	fs.StringVar(&o.id, "id", "", "event `id` (default: a random UUID); letters, digits, '-' and '_'")
 	fs.StringVar(&o.source, "source", "", "event `source` (default \"emitter/<user>@<host>\")")
 	fs.DurationVar(&o.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
-	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
+	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up connecting and publishing after `duration`")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "print the event on stdout instead of publishing it")
 
@@ -76,7 +77,10 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	if err := errors.Join(errs...); err != nil {
 		return o, usageError{err}
 	}
-	o.id, o.source, o.natsURL = eventDefaults(o.id, o.source, o.natsURL, e)
+	o.id, o.source = eventDefaults(o.id, o.source, e)
+	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
+		return o, usageError{err}
+	}
 	return o, nil
 }
 
@@ -95,28 +99,16 @@ func checkEventFlags(id string, expiresIn, timeout time.Duration) []error {
 	return errs
 }
 
-// eventDefaults fills in the event id, the source and the NATS URL that were
-// not given on the command line.
-func eventDefaults(id, source, natsURL string, e env) (string, string, string) {
+// eventDefaults fills in the event id and the source that were not given on the
+// command line.
+func eventDefaults(id, source string, e env) (string, string) {
 	if id == "" {
 		id = e.newID()
 	}
 	if source == "" {
 		source = "emitter/" + e.user() + "@" + e.host()
 	}
-	return id, source, natsURLOrDefault(natsURL, e)
-}
-
-// natsURLOrDefault is the --nats-url flag, else $KAFKAMENDER_NATS_URL, else
-// the local stack's server.
-func natsURLOrDefault(flagValue string, e env) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	if v := e.getenv(envNATSURL); v != "" {
-		return v
-	}
-	return defaultNATSURL
+	return id, source
 }
 
 func typeList() string {
@@ -198,7 +190,7 @@ func runPublish(ctx context.Context, args []string, e env) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	ack, err := publish(ctx, o.natsURL, o.timeout, subject, ev.ID, body)
+	ack, err := publish(ctx, o.natsURL, o.natsAuth, o.timeout, subject, ev.ID, body)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "emitter publish: event %s: %v\n", ev.ID, err)
 		return exitFailure
@@ -234,8 +226,8 @@ func buildEnvelope(o publishOptions, now time.Time) events.Envelope {
 }
 
 // publish sends one event to JetStream and waits for the stream's ack.
-func publish(ctx context.Context, natsURL string, timeout time.Duration, subject, id string, body []byte) (*jetstream.PubAck, error) {
-	nc, err := connect(natsURL, timeout)
+func publish(ctx context.Context, natsURL string, auth natsAuth, timeout time.Duration, subject, id string, body []byte) (*jetstream.PubAck, error) {
+	nc, err := connect(natsURL, auth, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -245,15 +237,6 @@ func publish(ctx context.Context, natsURL string, timeout time.Duration, subject
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return publishEvent(ctx, js, subject, id, body)
-}
-
-// connect connects to NATS; timeout bounds the dial.
-func connect(natsURL string, timeout time.Duration, opts ...nats.Option) (*nats.Conn, error) {
-	nc, err := nats.Connect(natsURL, append([]nats.Option{nats.Name("kafkamender-emitter"), nats.Timeout(timeout)}, opts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", redactURL(natsURL), err)
-	}
-	return nc, nil
 }
 
 // publishEvent publishes an encoded event with the event id as the JetStream
@@ -272,16 +255,8 @@ func publishEvent(ctx context.Context, js jetstream.JetStream, subject, id strin
 	return ack, nil
 }
 
-// redactURL hides the passwords in a comma-separated list of URLs.
-func redactURL(s string) string {
-	parts := strings.Split(s, ",")
-	for i, p := range parts {
-		if u, err := url.Parse(strings.TrimSpace(p)); err == nil {
-			parts[i] = u.Redacted()
-		}
-	}
-	return strings.Join(parts, ",")
-}
+// redactURL hides the passwords and tokens in a comma-separated list of URLs.
+func redactURL(s string) string { return config.RedactNATSURLs(s) }
 
 // explainPublishError turns the JetStream errors a user can fix into advice.
 func explainPublishError(subject string, err error) error {

@@ -15,10 +15,11 @@ import (
 
 // resultOptions are the flags of emitter result.
 type resultOptions struct {
-	id      string
-	output  string
-	natsURL string
-	timeout time.Duration
+	id       string
+	output   string
+	natsURL  string
+	natsAuth natsAuth
+	timeout  time.Duration
 }
 
 func parseResultFlags(args []string, e env) (resultOptions, error) {
@@ -27,7 +28,7 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.id, "id", "", "the event `id` (required)")
 	fs.StringVar(&o.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
-	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (default $"+envNATSURL+", else "+defaultNATSURL+")")
+	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
 	if err := parseCommandLine(fs, args, e, printResultUsage); err != nil {
 		return o, err
@@ -46,7 +47,9 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 	if err := errors.Join(errs...); err != nil {
 		return o, usageError{err}
 	}
-	o.natsURL = natsURLOrDefault(o.natsURL, e)
+	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
+		return o, usageError{err}
+	}
 	return o, nil
 }
 
@@ -76,7 +79,7 @@ func runResult(ctx context.Context, args []string, e env) int {
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	nc, err := connect(o.natsURL, o.timeout)
+	nc, err := connect(o.natsURL, o.natsAuth, o.timeout)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
 		return exitFailure

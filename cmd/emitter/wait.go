@@ -21,12 +21,13 @@ const publishTimeout = 10 * time.Second
 
 // waitRequest is an encoded event to publish and wait for.
 type waitRequest struct {
-	natsURL string
-	timeout time.Duration // for everything: connecting, publishing and waiting
-	output  string        // outputTable or outputJSON
-	subject string
-	id      string
-	body    []byte
+	natsURL  string
+	natsAuth natsAuth
+	timeout  time.Duration // for everything: connecting, publishing and waiting
+	output   string        // outputTable or outputJSON
+	subject  string
+	id       string
+	body     []byte
 }
 
 // received is a result as it came, raw and decoded.
@@ -73,7 +74,7 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 	// A result published while the connection was down is missed by the
 	// subscription: after a reconnect, look in the results stream.
 	reconnected := make(chan struct{}, 1)
-	nc, err := connect(req.natsURL, min(req.timeout, publishTimeout), nats.ReconnectHandler(func(*nats.Conn) {
+	nc, err := connect(req.natsURL, req.natsAuth, min(req.timeout, publishTimeout), nats.ReconnectHandler(func(*nats.Conn) {
 		select {
 		case reconnected <- struct{}{}:
 		default:

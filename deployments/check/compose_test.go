@@ -319,7 +319,7 @@ type address struct {
 // configAddresses returns the hosts of every server a configuration connects to.
 func configAddresses(cfg *config.Config) []address {
 	var out []address
-	for u := range strings.SplitSeq(cfg.NATS.URL, ",") {
+	for u := range strings.SplitSeq(cfg.NATS.URL.Reveal(), ",") {
 		if pu, err := url.Parse(strings.TrimSpace(u)); err == nil {
 			out = append(out, address{"nats.url", pu.Hostname()})
 		}

@@ -153,8 +153,9 @@ type HTTP struct {
 
 // NATS configures the connection that carries events and results.
 type NATS struct {
-	// URL is a NATS server URL, or several separated by commas. Required.
-	URL string `yaml:"url"`
+	// URL is a NATS server URL, or several separated by commas. Required. It prints
+	// without the credentials it may carry.
+	URL NATSURLs `yaml:"url"`
 	// Consumer is the durable JetStream consumer shared by the workers of one fleet.
 	// Default kafkamender-workers.
 	Consumer string `yaml:"consumer"`
@@ -171,6 +172,26 @@ type NATS struct {
 	// whose worker keeps dying): after it the event gets a failed result and a copy on
 	// kafkamender.dead.<cluster>. Default 10.
 	MaxAttempts int `yaml:"max_attempts"`
+
+	// TLS of the connection: a custom certificate authority, a client certificate. A
+	// tls:// URL turns TLS on too.
+	TLS TLS `yaml:"tls"`
+	// Authentication: one of user and password, token, nkey, credentials file (or
+	// credentials in URL).
+	//
+	// User, or UserFile, a file holding it, with Password (from KAFKAMENDER_NATS_PASSWORD)
+	// or PasswordFile.
+	User         string `yaml:"user"`
+	UserFile     string `yaml:"user_file"`
+	Password     Secret `yaml:"password"`
+	PasswordFile string `yaml:"password_file"`
+	// Token (from KAFKAMENDER_NATS_TOKEN), or TokenFile.
+	Token     Secret `yaml:"token"`
+	TokenFile string `yaml:"token_file"`
+	// NKeySeedFile is a file holding an NKEY seed (SU…), the user's private key.
+	NKeySeedFile string `yaml:"nkey_seed_file"`
+	// CredsFile is a .creds file: a user JWT and its NKEY seed (decentralized auth).
+	CredsFile string `yaml:"creds_file"`
 }
 
 // LockBackend is where a cluster's lock lives.
@@ -206,6 +227,10 @@ type Lock struct {
 	SessionTimeout time.Duration `yaml:"session_timeout"`
 	// AcquireTimeout bounds the wait for a cluster's lock. Default 5m.
 	AcquireTimeout time.Duration `yaml:"acquire_timeout"`
+	// ZooKeeperAuth is the digest identity of the worker in every ZooKeeper it keeps locks
+	// in: the lock znodes it creates can then be changed and deleted by that identity
+	// alone (every worker of a fleet uses the same). None: open ACLs.
+	ZooKeeperAuth ZooKeeperAuth `yaml:"zookeeper_auth"`
 }
 
 // NATSLock configures the NATS JetStream key-value lock.
@@ -265,6 +290,13 @@ type Cluster struct {
 	Strategy Strategy `yaml:"strategy"`
 	// Lock says where the cluster's lock lives (default: lock.backend).
 	Lock ClusterLock `yaml:"lock"`
+	// TLS of the connections to the brokers.
+	TLS TLS `yaml:"tls"`
+	// SASL authenticates the worker to the brokers.
+	SASL SASL `yaml:"sasl"`
+	// ZooKeeperAuth is the digest identity Kafka's znodes were created with (Kafka's
+	// zookeeper.set.acl), which the zk-reassign and zk-nudge strategies need to edit them.
+	ZooKeeperAuth ZooKeeperAuth `yaml:"zookeeper_auth"`
 }
 
 // Defaults.
@@ -300,8 +332,10 @@ func Load(path string) (*Config, error) {
 	return cfg, nil
 }
 
-// Parse decodes a YAML configuration, applies the defaults and validates it. It reads no
-// environment variables.
+// Parse decodes a YAML configuration, reads the files its _file fields name (secrets,
+// and the user names that go with them) and checks its TLS files, applies the defaults
+// and validates it. It reads no environment variables. Relative paths are relative to
+// the working directory, not to the configuration file.
 func Parse(data []byte) (*Config, error) {
 	return ParseEnv(data, nil)
 }
@@ -322,8 +356,15 @@ func Parse(data []byte) (*Config, error) {
 // value; validation problems of a field a variable set name the variable too, and hide
 // its value.
 //
-// The variables applied are listed in [Config.EnvOverrides].
+// The variables applied are listed in [Config.EnvOverrides]. The _file fields are read
+// after the variables are applied (a variable may name the file): see [Secret].
 func ParseEnv(data []byte, environ []string) (*Config, error) {
+	return parse(data, environ, true)
+}
+
+// parse is ParseEnv; files false leaves the _file fields unread and the TLS files
+// unchecked, for examples that name files of another host.
+func parse(data []byte, environ []string, files bool) (*Config, error) {
 	var cfg Config
 	if err := decodeStrict(data, &cfg); err != nil {
 		return nil, err
@@ -335,8 +376,12 @@ func ParseEnv(data []byte, environ []string) (*Config, error) {
 	for _, set := range applied {
 		cfg.EnvOverrides = append(cfg.EnvOverrides, set.name)
 	}
+	var p problems
+	if files {
+		cfg.readFiles(&p)
+	}
 	cfg.setDefaults()
-	if p := cfg.problems(); len(p) > 0 {
+	if p = append(p, cfg.problems()...); len(p) > 0 {
 		markEnv(p, applied)
 		return nil, p.err()
 	}
@@ -484,9 +529,10 @@ func (c *Config) problems() problems {
 
 	if c.NATS.URL == "" {
 		p.add("nats.url", errors.New("required"))
-	} else if err := checkNATSURLs(c.NATS.URL); err != nil {
+	} else if err := checkNATSURLs(c.NATS.URL.Reveal()); err != nil {
 		p.add("nats.url", err)
 	}
+	c.NATS.validateSecurity(&p)
 
 	if c.ReplicationFactor.ThrottleBytesPerSec < 0 {
 		p.add("replication_factor.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", c.ReplicationFactor.ThrottleBytesPerSec))
@@ -561,6 +607,7 @@ func (c *Config) problems() problems {
 	if c.Lock.AcquireTimeout <= 0 {
 		p.add("lock.acquire_timeout", fmt.Errorf("must be positive, got %s", c.Lock.AcquireTimeout))
 	}
+	c.Lock.ZooKeeperAuth.validate("lock.zookeeper_auth", &p)
 
 	if len(c.Clusters) == 0 {
 		p.add("clusters", errors.New("must define at least one cluster"))
@@ -607,6 +654,13 @@ func (cl *Cluster) validate(path string, p *problems) {
 		p.add(path+".lock.backend", fmt.Errorf("%q: unknown backend (want zookeeper or nats)", cl.Lock.Backend))
 	case cl.Lock.Backend == LockNATS && cl.ZooKeeper != "":
 		p.add(path+".lock.backend", errors.New("nats: a cluster with a zookeeper of its own keeps its lock there, which fences the worker's znode writes in the same transaction; use zookeeper"))
+	}
+
+	validateTLSFields(path+".tls", cl.TLS, p)
+	cl.SASL.validate(path+".sasl", p)
+	cl.ZooKeeperAuth.validate(path+".zookeeper_auth", p)
+	if cl.ZooKeeperAuth.Set() && cl.ZooKeeper == "" {
+		p.add(path+".zookeeper_auth", errors.New("set, but the cluster has no zookeeper"))
 	}
 
 	if !slices.Contains(Strategies(), cl.Strategy) {

@@ -160,11 +160,11 @@ clusters:
 			yaml: `
 nats:
   url: nats://127.0.0.1:4222
-  user: me
+  username: me
 lock:
   zookeeper: 127.0.0.1:2181
 ` + oneCluster,
-			want: []string{`nats: unknown field "user" (line 4)`},
+			want: []string{`nats: unknown field "username" (line 4)`},
 		},
 		{
 			name: "misspelt lock field",

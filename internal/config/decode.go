@@ -115,6 +115,16 @@ func (idx *nodeIndex) value(line int, tag, shown string) (nodeRef, bool) {
 	return nodeRef{}, false
 }
 
+// at finds the value node at line and column.
+func (idx *nodeIndex) at(line, col int) (nodeRef, bool) {
+	for _, r := range idx.refs {
+		if r.key == "" && r.line == line && r.node.Column == col {
+			return r, true
+		}
+	}
+	return nodeRef{}, false
+}
+
 // shownValue truncates a scalar the way yaml.v3 does in its messages.
 func shownValue(v string) string {
 	if len(v) > 10 {
@@ -129,6 +139,7 @@ var (
 	reSetTwice  = regexp.MustCompile(`^field (.+) already set in type \S+$`)
 	reDuplicate = regexp.MustCompile(`^mapping key "(.*)" already defined at line (\d+)$`)
 	reUnmarshal = regexp.MustCompile("^cannot unmarshal (!!\\w+)(?: `(.*)`)? into (\\S+)$")
+	reColumn    = regexp.MustCompile(`^(.+) \(column (\d+)\)$`) // Secret.UnmarshalYAML's
 )
 
 // translate rewrites one message of a yaml.TypeError. Messages it does not
@@ -157,6 +168,15 @@ func (idx *nodeIndex) translate(msg string) error {
 			return &fieldError{path: r.path, err: fmt.Errorf("duplicate key %q%s", m[1], at)}
 		}
 	}
+	if m := reColumn.FindStringSubmatch(rest); m != nil {
+		col, _ := strconv.Atoi(m[2])
+		if r, ok := idx.at(line, col); ok {
+			if m[1] == errSecretInFile {
+				return &fieldError{path: r.path, err: fmt.Errorf("%s: use %s_file or %s%s", errSecretInFile, r.path, envName(r.path), at)}
+			}
+			return &fieldError{path: r.path, err: fmt.Errorf("%s%s", m[1], at)}
+		}
+	}
 	if m := reUnmarshal.FindStringSubmatch(rest); m != nil {
 		tag, shown, goType := m[1], m[2], m[3]
 		if r, ok := idx.value(line, tag, shown); ok {
@@ -179,7 +199,7 @@ func mismatch(n *yaml.Node, goType, at string) error {
 
 func describeGoType(t string) string {
 	switch {
-	case t == "string" || t == "config.Strategy" || t == "config.LockBackend":
+	case t == "string" || t == "config.Strategy" || t == "config.LockBackend" || t == "config.Secret" || t == "config.NATSURLs":
 		return "a string"
 	case strings.HasPrefix(t, "[]"):
 		return "a list"

@@ -15,10 +15,14 @@
 // once, joined with [errors.Join].
 //
 // [Load] then applies the process's environment variables ([ParseEnv]): KAFKAMENDER_A_B_C
-// sets the field at YAML path a.b.c, so that secrets (a NATS URL with credentials) can
-// come from a Kubernetes Secret rather than the file. A KAFKAMENDER_ variable that names
-// no such field is an error, as an unknown key is; no error shows a variable's value.
-// [Parse] reads no environment.
+// sets the field at YAML path a.b.c, so that secrets can come from a Kubernetes Secret
+// rather than the file. A KAFKAMENDER_ variable that names no such field is an error, as
+// an unknown key is; no error shows a variable's value. [Parse] reads no environment.
+//
+// Passwords and tokens are of type [Secret]: never read from the file (a value there is
+// an error), only from their variable or from the file their _file field names, read at
+// load; they print as [redacted]. TLS files are loaded at load too, so that a missing or
+// unreadable one stops the worker before it connects.
 //
 // Defaults are applied after decoding (and the environment) and before validation; a [Config] that
 // [Parse] returns is complete and valid. [Config.Validate] may be called again

@@ -2,12 +2,16 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kafkamender/kafkamender/internal/certs"
 )
 
 const docPath = "../../docs/configuration.md"
@@ -200,7 +204,7 @@ func yamlBlocks(lines []string, first int) (blocks []string, at []int) {
 	return blocks, at
 }
 
-// The complete example parses and has every field; every other configuration snippet
+// The complete example parses (its files unread) and has every field; every other configuration snippet
 // decodes (Kubernetes manifests aside).
 func TestDocExamples(t *testing.T) {
 	lines := readDoc(t)
@@ -209,7 +213,8 @@ func TestDocExamples(t *testing.T) {
 	if len(blocks) != 1 {
 		t.Fatalf("%s: A complete example has %d YAML blocks, want 1", docPath, len(blocks))
 	}
-	if _, err := Parse([]byte(blocks[0])); err != nil {
+	// The files it names are those of a production host: decoded and validated, not read.
+	if _, err := parse([]byte(blocks[0]), nil, false); err != nil {
 		t.Errorf("%s: the complete example: %v", docPath, err)
 	}
 	var doc yaml.Node
@@ -274,5 +279,52 @@ func TestLocalWorkerConfigParses(t *testing.T) {
 	}
 	if _, err := Parse(data); err != nil {
 		t.Errorf("deployments/local/worker.yaml: %v", err)
+	}
+}
+
+// deployments/local/worker-secure.yaml parses once the stack's secured servers have written
+// their CA and credentials under .state/stack/secure/ (made here in a directory of the
+// test's, the working directory the relative paths resolve against), and uses them.
+func TestLocalSecureWorkerConfigParses(t *testing.T) {
+	data, err := os.ReadFile("../../deployments/local/worker-secure.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ca, err := certs.NewCA("stack CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secure := filepath.Join(dir, ".state", "stack", "secure")
+	if err := ca.WritePEM(filepath.Join(secure, "ca.pem"), ""); err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range map[string]string{
+		"nats-user": "worker", "nats-password": "nats-pw",
+		"kafka-user": "kafkamender", "kafka-password": "kafka-pw",
+		"zookeeper-user": "kafkamender", "zookeeper-password": "zk-pw",
+	} {
+		if err := certs.WriteFile(filepath.Join(secure, name), []byte(value+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Parse(data); err == nil {
+		t.Error("parsed without the stack's files (run from elsewhere)")
+	}
+	t.Chdir(dir)
+	cfg, err := Parse(data)
+	if err != nil {
+		t.Fatalf("deployments/local/worker-secure.yaml: %v", err)
+	}
+	local := cfg.Clusters["local"]
+	got := []string{cfg.NATS.URL.Reveal(), cfg.NATS.User, cfg.NATS.Password.Reveal(), local.SASL.Mechanism, local.SASL.Username,
+		local.SASL.Password.Reveal(), cfg.Lock.ZooKeeperAuth.User, cfg.Lock.ZooKeeperAuth.Password.Reveal(), cfg.HTTP.Listen}
+	want := []string{"tls://127.0.0.1:4223", "worker", "nats-pw", "SCRAM-SHA-512", "kafkamender",
+		"kafka-pw", "kafkamender", "zk-pw", "127.0.0.1:8090"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	if !local.TLS.On() || !cfg.NATS.TLS.On() || len(local.BootstrapServers) != 4 {
+		t.Errorf("TLS: kafka %v, nats %v; brokers %v", local.TLS.On(), cfg.NATS.TLS.On(), local.BootstrapServers)
 	}
 }

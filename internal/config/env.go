@@ -209,6 +209,8 @@ func isDuration(t reflect.Type) bool { return t == reflect.TypeFor[time.Duration
 // settableKind names the type of a field the environment can set, or returns "".
 func settableKind(t reflect.Type) string {
 	switch {
+	case t == reflect.TypeFor[Secret]():
+		return "secret"
 	case isDuration(t):
 		return "duration"
 	case t.Kind() == reflect.Pointer:
@@ -375,7 +377,7 @@ func applyEnv(cfg *Config, environ []string) ([]envSet, error) {
 		}
 		set := envSet{name: name, path: target.path}
 		switch target.kind {
-		case "string":
+		case "string", "secret":
 			set.hide = []string{value}
 		case "list of strings":
 			set.hide = []string{value}

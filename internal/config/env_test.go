@@ -38,7 +38,7 @@ func TestParseEnv(t *testing.T) {
 			name:    "string",
 			env:     []string{"KAFKAMENDER_NATS_URL=nats://me:pw@nats.example:4222"},
 			applied: []string{"KAFKAMENDER_NATS_URL"},
-			got:     func(c *Config) any { return c.NATS.URL },
+			got:     func(c *Config) any { return c.NATS.URL.Reveal() },
 			want:    "nats://me:pw@nats.example:4222",
 		},
 		{
@@ -146,19 +146,19 @@ func TestParseEnv(t *testing.T) {
 			name:    "white space around the value (a Secret file's newline) is trimmed",
 			env:     []string{"KAFKAMENDER_NATS_URL= nats://a:4222\n"},
 			applied: []string{"KAFKAMENDER_NATS_URL"},
-			got:     func(c *Config) any { return c.NATS.URL },
+			got:     func(c *Config) any { return c.NATS.URL.Reveal() },
 			want:    "nats://a:4222",
 		},
 		{
 			name: "a variable set to nothing is left out",
 			env:  []string{"KAFKAMENDER_NATS_URL=", "KAFKAMENDER_NATS_ACK_WAIT= "},
-			got:  func(c *Config) any { return []any{c.NATS.URL, c.NATS.AckWait} },
+			got:  func(c *Config) any { return []any{c.NATS.URL.Reveal(), c.NATS.AckWait} },
 			want: []any{"nats://file:4222", DefaultNATSAckWait},
 		},
 		{
 			name: "other variables, lower case and the fault-test hooks are ignored",
 			env:  []string{"HOME=/root", "kafkamender_nats_url=nats://lower:4222", "KAFKAMENDER=x", "KAFKAMENDER_PAUSE_AT=read", "KAFKAMENDER_LOGDIR_KILL_AT=copied"},
-			got:  func(c *Config) any { return c.NATS.URL },
+			got:  func(c *Config) any { return c.NATS.URL.Reveal() },
 			want: "nats://file:4222",
 		},
 		{
@@ -438,7 +438,7 @@ func TestLoadAppliesEnvironment(t *testing.T) {
 // variables are unique and follow the rule.
 func TestEnvSchema(t *testing.T) {
 	samples := map[string]string{
-		"string": "x", "integer": "7", "boolean": "true", "duration": "3s", "number": "0.5", "list of strings": "a,b",
+		"string": "x", "secret": "s3cret", "integer": "7", "boolean": "true", "duration": "3s", "number": "0.5", "list of strings": "a,b",
 	}
 	seen := map[string]string{}
 	for _, s := range schemaSettings() {

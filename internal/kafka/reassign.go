@@ -43,7 +43,8 @@ func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPa
 // /admin/reassign_partitions (only when none exists: one reassignment at a time) in a
 // transaction fenced by the caller's lock. The controller deletes the znode when every
 // listed partition has finished. Never through /brokers/topics: a controller started
-// from an edited topic znode does not start or stop replicas.
+// from an edited topic znode does not start or stop replicas. The znode gets the ACL of
+// /admin, as Kafka would give it (see kafkaTreeACL).
 func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) (err error) {
 	defer func() { err = classify(err) }()
 	doc := reassignJSON{Version: 1}
@@ -61,7 +62,11 @@ func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w F
 		owner, _, _ := conn.Get(p)
 		return fmt.Errorf("%s exists (%s): %w", p, truncate(owner, 300), ErrReassignmentInProgress)
 	}
-	if _, err := w.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: zk.WorldACL(zk.PermAll)}); err != nil {
+	acl, err := kafkaTreeACL(conn, path.Dir(p))
+	if err != nil {
+		return err
+	}
+	if _, err := w.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: acl}); err != nil {
 		if errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("%s was created meanwhile: %w", p, ErrReassignmentInProgress)
 		}

@@ -44,6 +44,22 @@ type ZKConfig struct {
 	NudgeApplyWait time.Duration
 }
 
+// kafkaTreeACL is the ACL to create a znode under parent with: the parent's. Kafka gives
+// every znode of its tree the same ACL (open without zookeeper.set.acl; with it, its own
+// identity's and read for everyone), and its controller rewrites and deletes the admin
+// znodes the ZooKeeper strategies create, so they get that ACL whichever identity the
+// worker authenticated as (clusters.<name>.zookeeper_auth).
+func kafkaTreeACL(conn *zk.Conn, parent string) ([]zk.ACL, error) {
+	acl, _, err := conn.GetACL(parent)
+	if err != nil {
+		return nil, fmt.Errorf("read the ACL of %s: %w", parent, err)
+	}
+	if len(acl) == 0 {
+		return zk.WorldACL(zk.PermAll), nil
+	}
+	return acl, nil
+}
+
 // ZKBackend is the zk-reassign or zk-nudge strategy.
 type ZKBackend struct {
 	cfg      ZKConfig
@@ -160,7 +176,11 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 			owner, _, _ := b.cfg.Conn.Get(p)
 			return fmt.Errorf("%s exists (someone else's: %s) after waiting %s: %w", p, truncate(owner, 300), b.cfg.ForeignWait, ErrReassignmentInProgress)
 		}
-		_, err := b.cfg.Writer.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: zk.WorldACL(zk.PermAll)})
+		acl, err := kafkaTreeACL(b.cfg.Conn, path.Dir(p))
+		if err != nil {
+			return err
+		}
+		_, err = b.cfg.Writer.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: acl})
 		if errors.Is(err, zk.ErrNodeExists) {
 			continue // lost a race with another writer: wait for theirs
 		}

@@ -33,8 +33,14 @@ type Config struct {
 	// a long disconnection waits for its claim node to be deleted before leaving the
 	// deletion to the background. Default 5s.
 	CleanupTimeout time.Duration
-	// ACL of the nodes created. Default zk.WorldACL(zk.PermAll).
+	// ACL of the nodes created: Root, the lock nodes under it and the claims. Default
+	// zk.WorldACL(zk.PermAll). With a DigestAuth.ACL, the locks are the identity's alone
+	// (the Session must authenticate as it).
 	ACL []zk.ACL
+	// ParentACL is the ACL of the parents of Root that do not exist yet, which other users
+	// of the ensemble may share (/kafkamender of /kafkamender/locks). Default
+	// zk.WorldACL(zk.PermAll).
+	ParentACL []zk.ACL
 	// Logger. Default: no logging.
 	Logger *zap.Logger
 }
@@ -51,6 +57,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ACL == nil {
 		c.ACL = zk.WorldACL(zk.PermAll)
+	}
+	if c.ParentACL == nil {
+		c.ParentACL = zk.WorldACL(zk.PermAll)
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -395,13 +404,18 @@ func (a *attempt) create(ctx context.Context) error {
 	}
 }
 
-// ensureDir creates the lock node and its parents.
+// ensureDir creates the lock node and its parents: those above Root with ParentACL,
+// Root and the lock node with ACL.
 func (a *attempt) ensureDir(ctx context.Context) error {
 	p := ""
 	for seg := range strings.SplitSeq(strings.TrimPrefix(a.c.dir, "/"), "/") {
 		p += "/" + seg
+		acl := a.l.cfg.ACL
+		if len(p) < len(a.l.cfg.Root) {
+			acl = a.l.cfg.ParentACL
+		}
 		_, err := call(ctx, a.g, func() (string, error) {
-			return a.l.conn.Create(p, nil, zk.FlagPersistent, a.l.cfg.ACL)
+			return a.l.conn.Create(p, nil, zk.FlagPersistent, acl)
 		})
 		if err != nil && !errors.Is(err, zk.ErrNodeExists) {
 			return fmt.Errorf("create %s: %w", p, err)

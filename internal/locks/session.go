@@ -41,7 +41,26 @@ type SessionConfig struct {
 	// ConnOptions are more zk.Connect options (zk.WithHostProvider, zk.WithDialer, …).
 	// Do not pass zk.WithEventCallback: use OnEvent.
 	ConnOptions []func(*zk.Conn)
+	// Auth are the digest identities the connection authenticates as, on every
+	// connection: the session has none until the server has taken all of them, so that no
+	// request is made without them (see Session).
+	Auth []DigestAuth
 }
+
+// DigestAuth is a ZooKeeper digest identity, the "digest" scheme's user:password.
+type DigestAuth struct {
+	User     string
+	Password string
+}
+
+// ACL is the ACL of znodes that only this identity may change or delete, which anyone
+// may read: zk.DigestACL(zk.PermAll, user, password) and world read.
+func (a DigestAuth) ACL() []zk.ACL {
+	return append(zk.DigestACL(zk.PermAll, a.User, a.Password), zk.WorldACL(zk.PermRead)...)
+}
+
+// String names the identity, never its password.
+func (a DigestAuth) String() string { return "digest:" + a.User }
 
 func (c *SessionConfig) setDefaults() {
 	if c.Timeout == 0 {
@@ -66,6 +85,11 @@ func (c SessionConfig) Validate() error {
 			errs = append(errs, errors.New("servers: empty address"))
 		}
 	}
+	for _, a := range c.Auth {
+		if a.User == "" || strings.Contains(a.User, ":") {
+			errs = append(errs, fmt.Errorf("auth: user %q: want a name without ':'", a.User))
+		}
+	}
 	if c.Timeout < 0 {
 		errs = append(errs, fmt.Errorf("timeout: %s is negative", c.Timeout))
 	}
@@ -82,11 +106,21 @@ func (c SessionConfig) Validate() error {
 // Session state arrives through zk.WithEventCallback, which runs on go-zookeeper's own
 // goroutine before it sends anything on a new session: when a request made for an old
 // session completes in a new one, the old Generation has already ended.
+//
+// With SessionConfig.Auth, the Session adds the identities (conn.AddAuth) once the first
+// session is there, and has no session (Current, Wait) until the server took them.
+// go-zookeeper remembers identities added and sends them again on every later
+// connection, new session or not, before any other request (resendZkAuth, go-zookeeper
+// v1.0.4); an AddAuth whose reply raced a reconnection is sent again.
 type Session struct {
 	conn    *zk.Conn
 	logger  *zap.Logger
 	lossAft time.Duration
 	onEvent func(zk.Event)
+
+	// Guarded by mu.
+	authed   bool   // every identity of SessionConfig.Auth was taken (true without any)
+	connects uint64 // sessions established or resumed: connections that authenticated
 
 	mu       sync.Mutex
 	gen      *Generation   // the current session, or the last one (then ended), or nil
@@ -139,6 +173,7 @@ func Connect(cfg SessionConfig) (*Session, error) {
 		logger:  cfg.Logger,
 		lossAft: cfg.LossAfterDisconnect,
 		onEvent: cfg.OnEvent,
+		authed:  len(cfg.Auth) == 0,
 		changed: make(chan struct{}),
 		done:    make(chan struct{}),
 		subs:    map[*subscriber]struct{}{},
@@ -171,7 +206,59 @@ func Connect(cfg SessionConfig) (*Session, error) {
 		defer s.mu.Unlock()
 		s.shutdown()
 	}()
+	if len(cfg.Auth) > 0 {
+		go s.authenticate(cfg.Auth)
+	}
 	return s, nil
+}
+
+// authenticate adds the identities to the connection once it has a session, and again
+// whenever a reconnection came between an AddAuth and its reply (the new connection may
+// then have been authenticated without it); then it marks the Session authenticated.
+// It gives up when the Session is closed.
+func (s *Session) authenticate(auth []DigestAuth) {
+	const maxPause = 2 * time.Second
+	pause := 50 * time.Millisecond
+	for {
+		s.mu.Lock()
+		connects, changed, closed := s.connects, s.changed, s.closed
+		s.mu.Unlock()
+		if closed {
+			return
+		}
+		if connects == 0 {
+			select { // no session yet: AddAuth would wait in the queue and fail on a drop
+			case <-changed:
+			case <-s.done:
+			}
+			continue
+		}
+		var err error
+		for _, a := range auth {
+			if err = s.conn.AddAuth("digest", []byte(a.User+":"+a.Password)); err != nil {
+				err = fmt.Errorf("zookeeper auth %s: %w", a, err)
+				break
+			}
+		}
+		s.mu.Lock()
+		if err == nil && s.connects == connects && !s.closed {
+			s.authed = true
+			s.logger.Debug("zookeeper identities added", zap.Int("identities", len(auth)))
+			s.notify()
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		if err != nil {
+			s.logger.Warn("zookeeper authentication not taken yet; trying again", zap.Error(err))
+		}
+		select {
+		case <-time.After(pause):
+		case <-s.done:
+			return
+		}
+		pause = min(2*pause, maxPause)
+	}
 }
 
 // Conn is the connection. Use it for reads and, fenced with a Held, for writes; do not
@@ -191,9 +278,20 @@ func (s *Session) currentLocked() (*Generation, error) {
 		return nil, ErrClosed
 	}
 	if s.gen != nil && s.gen.Err() == nil {
+		if !s.authed {
+			return nil, fmt.Errorf("%w: zookeeper connection %s, authentication not taken yet", ErrNoSession, stateName(s.conn.State()))
+		}
 		return s.gen, nil
 	}
 	return nil, fmt.Errorf("%w: zookeeper connection %s", ErrNoSession, stateName(s.conn.State()))
+}
+
+// Authenticated reports whether the identities of SessionConfig.Auth were taken (true
+// when there are none); from then on they are on every connection.
+func (s *Session) Authenticated() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.authed
 }
 
 // Wait returns the current session, waiting for one as long as ctx allows.
@@ -291,6 +389,7 @@ func (s *Session) transition(ev zk.Event) {
 	alive := g != nil && g.Err() == nil
 	switch ev.State {
 	case zk.StateHasSession:
+		s.connects++
 		s.stopTimer()
 		id := s.conn.SessionID()
 		if alive && g.id == id {

@@ -11,6 +11,7 @@ import (
 	"github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/plugin/kzap"
 	"go.uber.org/zap"
 
@@ -25,6 +26,7 @@ const natsDrainTimeout = 10 * time.Second
 // natsConn is the worker's NATS connection.
 type natsConn struct {
 	conn   *nats.Conn
+	cfg    config.NATS
 	closed chan struct{} // closed by the client once the connection is closed
 }
 
@@ -33,7 +35,11 @@ type natsConn struct {
 // unusable URL or option fails.
 func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *dependency) (*natsConn, error) {
 	logger = logger.Named("nats")
-	nc := &natsConn{closed: make(chan struct{})}
+	security, err := natsSecurityOptions(cfg.NATS)
+	if err != nil {
+		return nil, err
+	}
+	nc := &natsConn{closed: make(chan struct{}), cfg: cfg.NATS}
 	var closeOnce sync.Once
 	opts := []nats.Option{
 		nats.Name("kafkamender-worker " + cfg.Worker.ID),
@@ -61,6 +67,12 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 			h.set(dep, "connected to "+c.ConnectedUrlRedacted(), nil)
 		}),
 		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) {
+			if isNATSSecurityError(cfg.NATS, err) {
+				// Credentials refused, a certificate not trusted: no retry will do, and
+				// /readyz and the log say why at once (set logs it when it changes).
+				h.set(dep, "", explainNATSError(cfg.NATS, err))
+				return
+			}
 			logger.Debug("nats reconnect attempt failed", zap.Error(err))
 		}),
 		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
@@ -74,9 +86,9 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 			closeOnce.Do(func() { close(nc.closed) })
 		}),
 	}
-	conn, err := nats.Connect(cfg.NATS.URL, opts...)
+	conn, err := nats.Connect(cfg.NATS.URL.Reveal(), append(opts, security...)...)
 	if err != nil {
-		return nil, fmt.Errorf("connect to nats %s: %w", config.RedactNATSURLs(cfg.NATS.URL), err)
+		return nil, fmt.Errorf("connect to nats %s: %w", cfg.NATS.URL, explainNATSError(cfg.NATS, err))
 	}
 	nc.conn = conn
 	return nc, nil
@@ -89,7 +101,7 @@ func (nc *natsConn) probe(context.Context) (string, error) {
 	}
 	status := strings.ToLower(nc.conn.Status().String())
 	if err := nc.conn.LastError(); err != nil {
-		return "", fmt.Errorf("%s: %w", status, err)
+		return "", fmt.Errorf("%s: %w", status, explainNATSError(nc.cfg, err))
 	}
 	return "", fmt.Errorf("not connected (%s)", status)
 }
@@ -119,16 +131,34 @@ type kafkaCluster struct {
 	cfg    *config.Cluster
 	client *kgo.Client
 	zk     *zkConn // the cluster's own ZooKeeper; nil when not configured
+
+	mu     sync.Mutex
+	topics topicPermissions // the last check of the topics' permissions
+}
+
+// topicPermissionsEvery spaces the checks of the topics' permissions, which read the
+// metadata of every topic; the cluster's permissions are checked on every probe.
+const topicPermissionsEvery = time.Minute
+
+// topicPermissions is what the last check of the topics' permissions found.
+type topicPermissions struct {
+	at      time.Time
+	checked int
+	missing map[string][]kmsg.ACLOperation
 }
 
 // newKafkaCluster builds the clients of one cluster. franz-go dials lazily,
 // so a cluster that is down does not fail this; the first probe says so.
 func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, error) {
-	client, err := kgo.NewClient(
+	security, err := kafkaSecurityOptions(cl)
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", cl.Name, err)
+	}
+	client, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cl.BootstrapServers...),
 		kgo.ClientID("kafkamender"),
 		kgo.WithLogger(kzap.New(logger.Named("kafka").With(zap.String("cluster", cl.Name)))),
-	)
+	}, security...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for cluster %s: %w", cl.Name, err)
 	}
@@ -136,17 +166,64 @@ func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, err
 }
 
 // probe asks the cluster for its brokers and controller (a fresh request, not the
-// client's cache).
+// client's cache), then which of the permissions the worker needs it has: a missing one,
+// like a cluster that cannot be reached, makes the cluster down, and the worker takes
+// none of its events. Its errors name the cluster and, where the cause is in the
+// configuration (credentials refused, a certificate not trusted), what to check.
 func (kc *kafkaCluster) probe(ctx context.Context) (string, error) {
 	md, err := kafka.BrokerMetadata(ctx, kc.client)
 	if err != nil {
-		return "", fmt.Errorf("broker %w", err)
+		return "", fmt.Errorf("cluster %s: %w", kc.cfg.Name, explainKafkaError(kc.cfg, fmt.Errorf("broker %w", err)))
 	}
 	cluster := ""
 	if md.ClusterID != nil {
 		cluster = *md.ClusterID
 	}
-	return fmt.Sprintf("cluster id %s, %d brokers, controller %d", cluster, len(md.Brokers), md.ControllerID), nil
+	perms, err := kc.checkPermissions(ctx, time.Now())
+	if err != nil {
+		return "", fmt.Errorf("cluster %s: %w", kc.cfg.Name, err)
+	}
+	return fmt.Sprintf("cluster id %s, %d brokers, controller %d; %s", cluster, len(md.Brokers), md.ControllerID, perms), nil
+}
+
+// checkPermissions checks the cluster's permissions, and the topics' when they were last
+// checked topicPermissionsEvery ago or more (what that check found holds until the next).
+func (kc *kafkaCluster) checkPermissions(ctx context.Context, now time.Time) (string, error) {
+	kc.mu.Lock()
+	last := kc.topics
+	kc.mu.Unlock()
+	due := last.at.IsZero() || now.Sub(last.at) >= topicPermissionsEvery
+
+	rep, err := kafka.CheckPermissions(ctx, kc.client, due)
+	perr, denied := errors.AsType[*kafka.PermissionError](err)
+	if err != nil && !denied {
+		return "", fmt.Errorf("check permissions: %w", explainKafkaError(kc.cfg, err))
+	}
+	if !denied {
+		perr = &kafka.PermissionError{}
+	}
+	if due {
+		last = topicPermissions{at: now, checked: rep.TopicsChecked, missing: perr.Topics}
+		if denied {
+			last.checked = perr.TopicsChecked
+		}
+		kc.mu.Lock()
+		kc.topics = last
+		kc.mu.Unlock()
+	}
+	perr.Topics, perr.TopicsChecked = last.missing, last.checked
+	if len(perr.Cluster) > 0 || len(perr.Topics) > 0 {
+		return "", perr
+	}
+	if !rep.ClusterChecked {
+		return "permissions not checked: the cluster cannot tell (Kafka < 2.3)", nil
+	}
+	if last.checked == 0 {
+		// Metadata lists only the topics the worker may describe: none may be a cluster
+		// without topics, or a missing Describe on every topic, which events will show.
+		return "permissions checked (cluster; no topic visible: Describe on Topic missing, or no topics)", nil
+	}
+	return fmt.Sprintf("permissions checked (cluster, %d topics)", last.checked), nil
 }
 
 // zkConn is a ZooKeeper connection and its chroot, which the client library
@@ -162,7 +239,7 @@ type zkConn struct {
 // returns at once and keeps trying. Session changes are logged and reported
 // to dep; the library's own messages, which are then only about problems,
 // are logged as warnings.
-func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger, h *health, dep *dependency) (*zkConn, error) {
+func connectZK(connect string, sessionTimeout time.Duration, auth []locks.DigestAuth, logger *zap.Logger, h *health, dep *dependency) (*zkConn, error) {
 	servers, chroot, err := config.ParseZKConnect(connect)
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
@@ -203,6 +280,7 @@ func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger,
 		Logger:      logger,
 		OnEvent:     onEvent,
 		ConnOptions: []func(*zk.Conn){zk.WithHostProvider(&staticHostProvider{})},
+		Auth:        auth,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("zookeeper %s: %w", connect, err)
@@ -210,21 +288,44 @@ func connectZK(connect string, sessionTimeout time.Duration, logger *zap.Logger,
 	return &zkConn{sess: sess, conn: sess.Conn(), servers: servers, chroot: chroot}, nil
 }
 
-// probe reports whether the connection has a session, waiting for one until
-// ctx is done: a session being (re)established is not yet a failure.
+// probe reports whether the connection has a session, its identities added, waiting for
+// one until ctx is done: a session being (re)established is not yet a failure.
 func (z *zkConn) probe(ctx context.Context) (string, error) {
 	const poll = 50 * time.Millisecond
 	for {
 		st := z.conn.State()
-		if st == zk.StateHasSession {
+		authed := z.sess.Authenticated()
+		if st == zk.StateHasSession && authed {
 			return fmt.Sprintf("session 0x%x on %s", z.conn.SessionID(), z.conn.Server()), nil
 		}
 		select {
 		case <-ctx.Done():
+			if st == zk.StateHasSession {
+				return "", errors.New("session, but its digest identities are not taken yet")
+			}
 			return "", fmt.Errorf("no session (%s)", strings.ToLower(strings.TrimPrefix(st.String(), "State")))
 		case <-time.After(poll):
 		}
 	}
+}
+
+// lockAuth is the identity the worker's locks belong to (lock.zookeeper_auth); nil
+// without one.
+func lockAuth(cfg *config.Config) []locks.DigestAuth {
+	return digestAuth(cfg.Lock.ZooKeeperAuth)
+}
+
+// clusterZKAuth is what a cluster's own ZooKeeper session authenticates as: the lock's
+// identity (its lock lives there) and the one Kafka's znodes were created with.
+func clusterZKAuth(cfg *config.Config, cl *config.Cluster) []locks.DigestAuth {
+	return append(lockAuth(cfg), digestAuth(cl.ZooKeeperAuth)...)
+}
+
+func digestAuth(a config.ZooKeeperAuth) []locks.DigestAuth {
+	if a.User == "" {
+		return nil
+	}
+	return []locks.DigestAuth{{User: a.User, Password: a.Password.Reveal()}}
 }
 
 // staticHostProvider hands out the configured servers round-robin and

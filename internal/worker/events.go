@@ -61,12 +61,16 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 			agreed.Backend = kvLocker
 			continue
 		}
-		lk, err := locks.New(sess, locks.Config{
+		lcfg := locks.Config{
 			Root:   cfg.Lock.Root,
 			Worker: cfg.Worker.ID,
 			Wait:   cfg.Lock.AcquireTimeout,
 			Logger: w.logger.Named("locks"), // its lines name the cluster themselves
-		})
+		}
+		if auth := lockAuth(cfg); auth != nil {
+			lcfg.ACL = auth[0].ACL() // the fleet's identity alone changes the locks
+		}
+		lk, err := locks.New(sess, lcfg)
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: lock: %w", kc.cfg.Name, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,13 +124,19 @@ func (h *health) down(kind, name string) error {
 // probeAll runs every probe concurrently, each bounded by timeout, and
 // returns when all have finished.
 func (h *health) probeAll(ctx context.Context, timeout time.Duration) {
+	h.probeKinds(ctx, timeout)
+}
+
+// probeKinds runs the probes of the dependencies of the kinds given (every kind when none
+// is) concurrently, each bounded by timeout, and returns when all have finished.
+func (h *health) probeKinds(ctx context.Context, timeout time.Duration, kinds ...string) {
 	h.mu.Lock()
 	deps := append([]*dependency(nil), h.deps...)
 	h.mu.Unlock()
 
 	var wg sync.WaitGroup
 	for _, d := range deps {
-		if d.probe == nil {
+		if d.probe == nil || (len(kinds) > 0 && !slices.Contains(kinds, d.kind)) {
 			continue
 		}
 		wg.Go(func() {

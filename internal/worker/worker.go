@@ -129,6 +129,11 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	w.logStartup(addr)
 
+	// Each cluster is probed, its permissions checked, before any of its events is taken:
+	// a cluster the worker cannot change (unreachable, credentials refused, a permission
+	// missing) is down by the time the pipeline asks (canServe).
+	w.health.probeKinds(ctx, w.probeTimeout, kindKafka)
+
 	pl, err := w.newPipeline(ctx, deps)
 	if err != nil {
 		_ = ln.Close()
@@ -242,7 +247,7 @@ func (w *Worker) connect() (_ *clients, err error) {
 
 	if cfg.NeedsLockZooKeeper() {
 		lockDep := h.add(kindZooKeeper, lockZKName, true, nil)
-		c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout,
+		c.lockZK, err = connectZK(cfg.Lock.ZooKeeper, cfg.Lock.SessionTimeout, lockAuth(cfg),
 			logger.Named("zookeeper").With(zap.String("zookeeper", lockZKName)), h, lockDep)
 		if err != nil {
 			return c, fmt.Errorf("lock %w", err)
@@ -262,7 +267,7 @@ func (w *Worker) connect() (_ *clients, err error) {
 			continue
 		}
 		zkDep := h.add(kindZooKeeper, name, cl.Strategy.NeedsZooKeeper(), nil)
-		kc.zk, err = connectZK(cl.ZooKeeper, cfg.Lock.SessionTimeout,
+		kc.zk, err = connectZK(cl.ZooKeeper, cfg.Lock.SessionTimeout, clusterZKAuth(cfg, cl),
 			logger.Named("zookeeper").With(zap.String("cluster", name)), h, zkDep)
 		if err != nil {
 			return c, fmt.Errorf("cluster %s: %w", name, err)
@@ -315,7 +320,7 @@ func (w *Worker) logStartup(addr string) {
 		zap.String("worker", cfg.Worker.ID),
 		zap.String("version", w.version),
 		zap.String("http", addr),
-		zap.String("nats", config.RedactNATSURLs(cfg.NATS.URL)),
+		zap.Stringer("nats", cfg.NATS.URL), // without credentials
 		zap.String("lock_zookeeper", cfg.Lock.ZooKeeper),
 		zap.String("lock_root", cfg.Lock.Root),
 		zap.Any("clusters", clusters),

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/worker"
+)
+
+// violations records what a nats-server logs about permissions.
+type violations struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (v *violations) record(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if strings.Contains(line, "Violation") {
+		v.mu.Lock()
+		v.lines = append(v.lines, line)
+		v.mu.Unlock()
+	}
+}
+
+func (v *violations) take() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.lines
+	v.lines = nil
+	return out
+}
+
+func (v *violations) Noticef(format string, args ...any) { v.record(format, args...) }
+func (v *violations) Warnf(format string, args ...any)   { v.record(format, args...) }
+func (v *violations) Fatalf(format string, args ...any)  { v.record(format, args...) }
+func (v *violations) Errorf(format string, args ...any)  { v.record(format, args...) }
+func (v *violations) Debugf(format string, args ...any)  { v.record(format, args...) }
+func (v *violations) Tracef(format string, args ...any)  { v.record(format, args...) }
+
+// securityDocServer starts a nats-server with JetStream and the authorization of
+// docs/security.md, as it is written there.
+func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*server.Server, *violations) {
+	t.Helper()
+	doc, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```conf\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	var authz string
+	for _, b := range blocks {
+		if strings.Contains(b[1], "authorization {") {
+			authz = b[1]
+		}
+	}
+	if authz == "" {
+		t.Fatal("docs/security.md has no conf block with an authorization")
+	}
+	t.Setenv("NATS_WORKER_PASSWORD", workerPassword)
+	t.Setenv("NATS_EMITTER_PASSWORD", emitterPassword)
+	conf := filepath.Join(t.TempDir(), "nats.conf")
+	text := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream {store_dir: %q}\n%s", t.TempDir(), authz)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("docs/security.md's authorization: %v", err)
+	}
+	opts.NoSigs = true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &violations{}
+	s.SetLogger(v, false, false)
+	s.Start()
+	t.Cleanup(s.Shutdown)
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	return s, v
+}
+
+// The permissions docs/security.md gives the worker and the emitter are enough for
+// everything they do, and no more than they say: a worker that sets up its streams,
+// consumers and buckets, takes events, locks, journals and publishes results; an emitter
+// that publishes and waits; the Alertmanager webhook. The server logs no violation; the
+// emitter cannot publish a result nor delete a stream, nor can the worker.
+func TestDocumentedNATSPermissions(t *testing.T) {
+	const workerPW, emitterPW = "worker-secret-1", "emitter-secret-1"
+	s, v := securityDocServer(t, workerPW, emitterPW)
+	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+
+	cfg, err := config.ParseEnv(fmt.Appendf(nil, `
+worker: {id: permissions-test}
+http: {listen: "127.0.0.1:0"}
+nats: {url: %q, user: kafkamender-worker}
+lock: {backend: nats}
+alertmanager: {rules: [{alertname: KafkaBrokerOverloaded, type: broker-overloaded, fields: {broker: broker_id}}]}
+clusters: {local: {bootstrap_servers: [%q]}}
+`, s.ClientURL(), kc.ListenAddrs()[0]), []string{"KAFKAMENDER_NATS_PASSWORD=" + workerPW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	}()
+	ready := func() bool {
+		if w.Addr() == "" {
+			return false
+		}
+		resp, err := http.Get("http://" + w.Addr() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(20 * time.Second); !ready(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker not ready; violations: %q", v.take())
+		}
+	}
+
+	// The emitter: an event that the worker handles (a noop: broker 0 leads orders-0),
+	// its stored result, an event of a cluster nobody serves (rejected by the worker's
+	// sweep of events no consumer takes).
+	emitterVars := map[string]string{"NATS_URL": s.ClientURL(), "NATS_USER": "kafkamender-emitter", "NATS_PASSWORD": emitterPW}
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"preferred-leader", "--cluster", "local", "--topic", "orders", "--partition", "0", "--broker", "0", "--id", "perm-1", "--wait", "--timeout", "30s"}, exitOK},
+		{[]string{"result", "--id", "perm-1"}, exitOK},
+		{[]string{"broker-overloaded", "--cluster", "nobody", "--broker", "1", "--id", "perm-2", "--wait", "--timeout", "30s"}, exitFailure},
+	} {
+		e, stdout, stderr := testEnv(emitterVars)
+		if code := run(t.Context(), tt.args, e); code != tt.want {
+			t.Errorf("emitter %v: exit %d, want %d\n%s%s", tt.args, code, tt.want, stdout, stderr)
+		}
+	}
+
+	// The Alertmanager webhook publishes on the worker's connection.
+	body, _ := json.Marshal(map[string]any{"version": "4", "groupKey": `{}:{alertname="KafkaBrokerOverloaded"}`, "status": "firing",
+		"receiver": "kafkamender", "alerts": []map[string]any{{
+			"status": "firing", "fingerprint": "0011223344556677", "startsAt": "2026-12-01T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+			"labels": map[string]string{"alertname": "KafkaBrokerOverloaded", "cluster": "local", "broker_id": "0"}}}})
+	resp, err := http.Post("http://"+w.Addr()+"/v1/alertmanager", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(out), "kafkamender.events.local.broker-overloaded") {
+		t.Errorf("webhook: %s %s", resp.Status, out)
+	}
+
+	// What the handlers do to the buckets that a noop does not: journal writes, a lock
+	// that another holder waits for (a watch), the cool-down records.
+	quiet := nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}) // the violations below are expected
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("kafkamender-worker", workerPW), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exerciseBuckets(t, js)
+
+	time.Sleep(500 * time.Millisecond) // the server logs asynchronously
+	if got := v.take(); len(got) > 0 {
+		t.Errorf("permission violations:\n%s", strings.Join(got, "\n"))
+	}
+
+	// And no more than that.
+	emitter, err := nats.Connect(s.ClientURL(), nats.UserInfo("kafkamender-emitter", emitterPW), quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emitter.Close()
+	for who, conn := range map[string]*nats.Conn{"emitter": emitter, "worker": nc} {
+		if _, err := conn.Request("$JS.API.STREAM.DELETE.KAFKAMENDER_EVENTS", nil, 500*time.Millisecond); err == nil {
+			t.Errorf("the %s deleted the events stream", who)
+		}
+	}
+	if err := emitter.Publish("kafkamender.results.perm-1", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	_ = emitter.Flush()
+	time.Sleep(500 * time.Millisecond)
+	got := strings.Join(v.take(), "\n")
+	for _, want := range []string{
+		`"$G/user:kafkamender-emitter" - Publish Violation - Subject "$JS.API.STREAM.DELETE.KAFKAMENDER_EVENTS"`,
+		`"$G/user:kafkamender-worker" - Publish Violation - Subject "$JS.API.STREAM.DELETE.KAFKAMENDER_EVENTS"`,
+		`"$G/user:kafkamender-emitter" - Publish Violation - Subject "kafkamender.results.perm-1"`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no violation %s in:\n%s", want, got)
+		}
+	}
+}
+
+// exerciseBuckets does what the handlers do to the key-value buckets, with the worker's
+// permissions: the journal (journal.Store), a NATS lock with a waiter (locks.KVLocker),
+// the cool-down records (a put, a get and a filtered key list, as handlers.coolDown).
+func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	alive := func() error { return nil }
+
+	j := journal.New(js)
+	op, err := j.Begin(ctx, alive, journal.Entry{Event: "perm-3", Type: "broker-overloaded", Cluster: "perm"})
+	if err != nil {
+		t.Fatalf("journal: %v", err)
+	}
+	op.Entry.Step = journal.StepDone
+	if err := op.Save(ctx); err != nil {
+		t.Fatalf("journal save: %v", err)
+	}
+	if _, err := j.Get(ctx, "perm"); err != nil {
+		t.Fatalf("journal get: %v", err)
+	}
+	if _, err := j.List(ctx); err != nil {
+		t.Fatalf("journal list: %v", err)
+	}
+	if err := op.Delete(ctx); err != nil {
+		t.Fatalf("journal delete: %v", err)
+	}
+
+	l, err := locks.NewKV(js, locks.KVConfig{Worker: "permissions-test", Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := l.Acquire(ctx, "perm", "perm-4")
+	if err != nil {
+		t.Fatalf("lock: %v", err)
+	}
+	if _, err := l.Acquire(ctx, "perm", "perm-5", locks.WithWait(300*time.Millisecond)); !errors.Is(err, locks.ErrBusy) {
+		t.Errorf("second acquire: %v, want busy after waiting", err)
+	}
+	if _, err := l.Holder(ctx, "perm"); err != nil {
+		t.Errorf("holder: %v", err)
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Errorf("release: %v", err)
+	}
+
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "KAFKAMENDER_OVERLOADED", History: 1, TTL: time.Hour})
+	if err != nil {
+		t.Fatalf("cool-down bucket: %v", err)
+	}
+	if _, err := kv.Put(ctx, "perm.3", []byte("{}")); err != nil {
+		t.Fatalf("cool-down put: %v", err)
+	}
+	if _, err := kv.Get(ctx, "perm.3"); err != nil {
+		t.Fatalf("cool-down get: %v", err)
+	}
+	keys, err := kv.ListKeysFiltered(ctx, "perm.*")
+	if err != nil {
+		t.Fatalf("cool-down keys: %v", err)
+	}
+	for range keys.Keys() {
+	}
+}
