@@ -1,0 +1,769 @@
+package plan
+
+import (
+	"cmp"
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// balanceTopics is Shed's second objective. choice gives each item i one of its candidates
+// cands[i] (dense broker numbers, ascending, as for balance) and load holds the cluster-wide
+// counts it gives, decreasingly minimal (balance's result). Item i is a partition of topic
+// topicOf[i] (0 <= topicOf[i] < len(leaders)); leaders[t] lists the leaders (dense; others
+// are ignored) of topic t's partitions that keep their leader. balanceTopics changes choice,
+// and load with it, to an assignment that
+//
+//  1. gives the same sorted (largest first) cluster-wide counts, and
+//  2. among all those, has the least per-topic square sum S = Σ n(t,b)² over topics t and
+//     brokers b, where n(t,b) counts the partitions of t that b leads after the plan;
+//
+// and it makes no change that does not lower S: balance's choice stays where it is already
+// the least, ties to the lower broker id with it.
+//
+// Why this is exact. Decreasing minimality is the least square sum of the cluster-wide
+// counts (see Shed), so the goal is a least-cost flow with separable convex costs, compared
+// first by that square sum and then by S: items → (topic, broker) → broker → sink, n(t,b)
+// the flow from (t, b) into b, a broker's count the flow from it into the sink. A flow is
+// optimal when its residual graph has no negative cycle.
+//
+//   - The first cost fixes what may change. Broker u can pass a leader to v when an item
+//     on u has v among its candidates; tier(b) is the largest count among the brokers that
+//     hold an item and reach b along such passes. Decreasing minimality is that no broker
+//     reaches one two below it, so tier(b) <= count(b)+1, and 1-2·tier(b), the distance
+//     from the sink, is an optimal dual of the first cost. The assignments with the same
+//     first cost are those that differ from this one along edges of zero reduced cost, each
+//     count moving by one at most: an item moves only between brokers of one tier; b may
+//     end one below its count when b holds an item and tier(b) = count(b), one above when
+//     tier(b) = count(b)+1, and keeps its count otherwise. That is exactly the assignments
+//     with the same sorted counts.
+//   - Within those, S is a convex flow again, searched on a graph of the brokers and a
+//     sink. An edge u → v for topic t when a chain of moves of t's items (u's item to w,
+//     w's item to v, within one tier) takes one of t's leaders from u to v, at cost
+//     2·(n(t,v) - n(t,u) + 1), what S changes by; per pair the cheapest topic (the lowest
+//     number among equals). Sink → u when u may end one below, v → sink when v may end one
+//     above, at cost 0. A negative cycle of the full residual graph enters and leaves
+//     topics at brokers, so it maps onto a closed walk of this graph no dearer: when this
+//     graph has no negative cycle, the assignment is optimal. Conversely a negative cycle
+//     of this graph, its edges replaced by their chains, is a negative closed walk of the
+//     residual graph; split at a repeated node, one part is negative, down to a simple
+//     cycle. Moving one item along each of its steps keeps the first cost and lowers S by
+//     the cycle's cost, at least 2 (costs are even). S >= 0, so the rounds end.
+//
+// A round looks for the most negative cycle of two brokers first (a swap of two topics'
+// leaders between u and v, or a pass from a broker that may lose one to one that may gain
+// one), then for any (Bellman–Ford, O(brokers³)). Each pair of brokers keeps its topics in
+// a heap by cost, and a round updates only the topics it moved items of. Setup is O(k log k
+// + Σ m²) for k items and topics with m local brokers each, and a round O(brokers² + the
+// updated topics' m·log(topics)) without Bellman–Ford; there are at most (S - least S)/2
+// rounds: about 1,300 on the scale benchmark (25,000 leaders moved, 2,000 topics, 6
+// brokers), 20 ms.
+func balanceTopics(load []int, cands [][]int32, topicOf []int32, leaders [][]int32, choice []int32) {
+	if len(cands) == 0 {
+		return
+	}
+	tb := &topicBalancer{load: load, choice: choice, nb: len(load)}
+	tb.classes(cands, topicOf)
+	tb.tiers()
+	tb.topics(topicOf, leaders)
+	tb.pairs()
+	for {
+		cyc := tb.shortCycle()
+		if cyc == nil {
+			cyc = tb.negativeCycle()
+		}
+		if cyc == nil || !tb.cancel(cyc) {
+			return
+		}
+	}
+}
+
+// tbClass is the items of one topic with one candidate set.
+type tbClass struct {
+	topic   int32
+	members []int32   // candidates, ascending; after tiers only those of the items' tier
+	held    [][]int32 // held[k]: the class's items on members[k]
+	local   []int32   // members as indices into the topic's brokers
+}
+
+// tbTopic is a topic with items that can move.
+type tbTopic struct {
+	brokers []int32 // the brokers its movable classes may use (dense, ascending): "local"
+	count   []int   // n(t, b) for each, at the current choice
+	classes []int32 // its classes with two members or more
+	membOff []int32 // local broker a is member pos of class c for the (c, pos) in
+	memb    [][2]int32
+	words   int
+	reach   []uint64 // row a (words words): the local brokers a can pass a leader to
+	slots   []int32  // slots[a*m+c]: its slot in the heap of pair (brokers[a], brokers[c])
+	stale   bool     // reach needs recomputing: some held list emptied or filled
+	changed []int32  // local brokers whose count changed since the last offer
+}
+
+type topicBalancer struct {
+	load   []int
+	choice []int32
+	nb     int
+	cls    []tbClass
+	tops   []tbTopic
+	onto   []int32 // items on each broker
+	tier   []int   // -1: none
+	lo, hi []int   // the cluster-wide counts that keep the first cost
+
+	// Pairs of brokers that some topic has both of, each with a heap of its topics' slots.
+	pairU, pairV []int32
+	pairRev      []int32 // the pair (v, u), -1: none
+	heapOff      []int32 // pair p's heap is heap[heapOff[p]:heapOff[p+1]]
+	heap         []int32
+	slotKey      []int // the topic's cost for the pair, MaxInt when it has no chain
+	slotTopic    []int32
+	slotPair     []int32
+	slotPos      []int32 // position in the pair's heap
+
+	scratch       []uint64
+	edges         []hEdge
+	dist          []int
+	parent, stamp []int32
+}
+
+// classes groups the items by topic and candidate set.
+func (tb *topicBalancer) classes(cands [][]int32, topicOf []int32) {
+	order := make([]int32, len(cands))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(topicOf[a], topicOf[b]); c != 0 {
+			return c
+		}
+		if c := slices.Compare(cands[a], cands[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a, b)
+	})
+	tb.onto = make([]int32, tb.nb)
+	for i, it := range order {
+		if i == 0 || topicOf[it] != topicOf[order[i-1]] || !slices.Equal(cands[it], cands[order[i-1]]) {
+			m := cands[it]
+			tb.cls = append(tb.cls, tbClass{topic: topicOf[it], members: m, held: make([][]int32, len(m))})
+		}
+		c := &tb.cls[len(tb.cls)-1]
+		k := slices.Index(c.members, tb.choice[it])
+		c.held[k] = append(c.held[k], it)
+		tb.onto[tb.choice[it]]++
+	}
+}
+
+// tiers computes tier, lo and hi (see balanceTopics) and keeps in each class only the
+// members of its items' tier.
+func (tb *topicBalancer) tiers() {
+	nb := tb.nb
+	adj := make([][]int32, nb)
+	for _, c := range tb.cls {
+		for k, u := range c.members {
+			if len(c.held[k]) > 0 {
+				for _, v := range c.members {
+					if v != u {
+						adj[u] = append(adj[u], v)
+					}
+				}
+			}
+		}
+	}
+	var src []int32
+	for b := range nb {
+		slices.Sort(adj[b])
+		adj[b] = slices.Compact(adj[b])
+		if tb.onto[b] > 0 {
+			src = append(src, int32(b))
+		}
+	}
+	// From the largest count down, each broker marks what it reaches and is not marked yet
+	// (what a marked broker reaches is marked already).
+	slices.SortStableFunc(src, func(a, b int32) int { return cmp.Compare(tb.load[b], tb.load[a]) })
+	tb.tier = make([]int, nb)
+	for b := range tb.tier {
+		tb.tier[b] = -1
+	}
+	var queue []int32
+	for _, s := range src {
+		if tb.tier[s] >= 0 {
+			continue
+		}
+		tb.tier[s] = tb.load[s]
+		queue = append(queue[:0], s)
+		for q := 0; q < len(queue); q++ {
+			for _, v := range adj[queue[q]] {
+				if tb.tier[v] < 0 {
+					tb.tier[v] = tb.load[s]
+					queue = append(queue, v)
+				}
+			}
+		}
+	}
+	tb.lo, tb.hi = slices.Clone(tb.load), slices.Clone(tb.load)
+	for b := range nb {
+		if tb.onto[b] > 0 && tb.tier[b] == tb.load[b] {
+			tb.lo[b]--
+		}
+		if tb.tier[b] == tb.load[b]+1 {
+			tb.hi[b]++
+		}
+	}
+	for i := range tb.cls {
+		c := &tb.cls[i]
+		t := -1
+		for k, m := range c.members {
+			if len(c.held[k]) == 0 {
+				continue
+			}
+			if t >= 0 && tb.tier[m] != t {
+				// Items of one class in two tiers: not with decreasingly minimal counts
+				// (the lower tier's broker would reach the higher's). Leave them.
+				t = -2
+				break
+			}
+			t = tb.tier[m]
+		}
+		var members []int32 // not in place: members is the caller's cands
+		j := 0
+		for k, m := range c.members {
+			if tb.tier[m] == t {
+				members = append(members, m)
+				c.held[j] = c.held[k]
+				j++
+			}
+		}
+		c.members, c.held = members, c.held[:j:j]
+	}
+}
+
+// topics builds the topics' local brokers, counts and memberships, and their reach.
+func (tb *topicBalancer) topics(topicOf []int32, leaders [][]int32) {
+	nt := len(leaders)
+	tb.tops = make([]tbTopic, nt)
+	loc := make([]int32, tb.nb)
+	for b := range loc {
+		loc[b] = -1
+	}
+	// The items of each topic, for the counts: those that cannot move count too.
+	off := make([]int32, nt+1)
+	for _, t := range topicOf {
+		off[t+1]++
+	}
+	for t := range nt {
+		off[t+1] += off[t]
+	}
+	byTopic := make([]int32, len(topicOf))
+	fill := slices.Clone(off[:nt])
+	for i, t := range topicOf {
+		byTopic[fill[t]] = int32(i)
+		fill[t]++
+	}
+	ci := 0
+	for t := range nt {
+		tp := &tb.tops[t]
+		for ; ci < len(tb.cls) && tb.cls[ci].topic == int32(t); ci++ {
+			if len(tb.cls[ci].members) >= 2 {
+				tp.classes = append(tp.classes, int32(ci))
+				tp.brokers = append(tp.brokers, tb.cls[ci].members...)
+			}
+		}
+		if len(tp.classes) == 0 {
+			continue
+		}
+		slices.Sort(tp.brokers)
+		tp.brokers = slices.Compact(tp.brokers)
+		m := len(tp.brokers)
+		for k, b := range tp.brokers {
+			loc[b] = int32(k)
+		}
+		tp.count = make([]int, m)
+		for _, l := range leaders[t] {
+			if l >= 0 && int(l) < tb.nb && loc[l] >= 0 {
+				tp.count[loc[l]]++
+			}
+		}
+		for _, it := range byTopic[off[t]:off[t+1]] {
+			if k := loc[tb.choice[it]]; k >= 0 {
+				tp.count[k]++
+			}
+		}
+		tp.membOff = make([]int32, m+1)
+		for _, c := range tp.classes {
+			cl := &tb.cls[c]
+			cl.local = make([]int32, len(cl.members))
+			for k, b := range cl.members {
+				cl.local[k] = loc[b]
+				tp.membOff[loc[b]+1]++
+			}
+		}
+		for a := range m {
+			tp.membOff[a+1] += tp.membOff[a]
+		}
+		tp.memb = make([][2]int32, tp.membOff[m])
+		at := slices.Clone(tp.membOff[:m])
+		for _, c := range tp.classes {
+			for k, a := range tb.cls[c].local {
+				tp.memb[at[a]] = [2]int32{c, int32(k)}
+				at[a]++
+			}
+		}
+		for _, b := range tp.brokers {
+			loc[b] = -1
+		}
+		tp.words = (m + 63) / 64
+		tp.reach = make([]uint64, m*tp.words)
+		tb.reach(t)
+	}
+}
+
+// reach recomputes which local brokers of topic t can pass one of its leaders to which
+// (Warshall's closure on bit rows).
+func (tb *topicBalancer) reach(t int) {
+	tp := &tb.tops[t]
+	m, w := len(tp.brokers), tp.words
+	r := tp.reach
+	clear(r)
+	for _, c := range tp.classes {
+		cl := &tb.cls[c]
+		for k, a := range cl.local {
+			if len(cl.held[k]) == 0 {
+				continue
+			}
+			for _, b := range cl.local {
+				if b != a {
+					r[int(a)*w+int(b)/64] |= 1 << (uint(b) % 64)
+				}
+			}
+		}
+	}
+	for k := range m {
+		rk := r[k*w : (k+1)*w]
+		for a := range m {
+			if ra := r[a*w : (a+1)*w]; ra[k/64]&(1<<(uint(k)%64)) != 0 {
+				for i, x := range rk {
+					ra[i] |= x
+				}
+			}
+		}
+	}
+	tp.stale = false
+}
+
+// hEdge is an edge of the broker graph: u passes one leader of topic t to v, or (t < 0) an
+// edge from or to the sink (nb).
+type hEdge struct {
+	u, v, t int32
+	cost    int
+}
+
+// pairs numbers the pairs of brokers that some topic has both of, and builds their heaps.
+func (tb *topicBalancer) pairs() {
+	idx := map[int64]int32{}
+	var cnt []int32
+	for t := range tb.tops {
+		tp := &tb.tops[t]
+		m := len(tp.brokers)
+		tp.slots = make([]int32, m*m)
+		for a, u := range tp.brokers {
+			for c, v := range tp.brokers {
+				if a == c {
+					tp.slots[a*m+c] = -1
+					continue
+				}
+				key := int64(u)*int64(tb.nb) + int64(v)
+				p, ok := idx[key]
+				if !ok {
+					p = int32(len(tb.pairU))
+					idx[key] = p
+					tb.pairU, tb.pairV = append(tb.pairU, u), append(tb.pairV, v)
+					cnt = append(cnt, 0)
+				}
+				tp.slots[a*m+c] = p // the pair for now; the slot below
+				cnt[p]++
+			}
+		}
+	}
+	np := len(tb.pairU)
+	tb.pairRev = make([]int32, np)
+	for p := range np {
+		tb.pairRev[p] = -1
+		if q, ok := idx[int64(tb.pairV[p])*int64(tb.nb)+int64(tb.pairU[p])]; ok {
+			tb.pairRev[p] = q
+		}
+	}
+	tb.heapOff = make([]int32, np+1)
+	for p, k := range cnt {
+		tb.heapOff[p+1] = tb.heapOff[p] + k
+	}
+	ns := tb.heapOff[np]
+	tb.heap = make([]int32, ns)
+	tb.slotKey, tb.slotTopic = make([]int, ns), make([]int32, ns)
+	tb.slotPair, tb.slotPos = make([]int32, ns), make([]int32, ns)
+	fill := slices.Clone(tb.heapOff[:np])
+	for t := range tb.tops {
+		tp := &tb.tops[t]
+		m := len(tp.brokers)
+		for a := range m {
+			for c := range m {
+				p := tp.slots[a*m+c]
+				if p < 0 {
+					continue
+				}
+				sl := fill[p]
+				fill[p]++
+				tp.slots[a*m+c] = sl
+				tb.heap[sl] = sl
+				tb.slotTopic[sl], tb.slotPair[sl], tb.slotPos[sl] = int32(t), p, sl-tb.heapOff[p]
+				tb.slotKey[sl] = tb.cost(t, a, c)
+			}
+		}
+	}
+	for p := range np {
+		h := tb.heap[tb.heapOff[p]:tb.heapOff[p+1]]
+		for i := len(h)/2 - 1; i >= 0; i-- {
+			tb.down(h, i)
+		}
+	}
+}
+
+// cost is what S changes by when topic t's local broker a passes one leader to c, along a
+// chain of moves; MaxInt when there is no chain.
+func (tb *topicBalancer) cost(t int, a, c int) int {
+	tp := &tb.tops[t]
+	if tp.reach[a*tp.words+c/64]&(1<<(uint(c)%64)) == 0 {
+		return math.MaxInt
+	}
+	return 2 * (tp.count[c] - tp.count[a] + 1)
+}
+
+// best is pair p's cheapest edge (its lowest topic among equals); ok false: none.
+func (tb *topicBalancer) best(p int32) (hEdge, bool) {
+	sl := tb.heap[tb.heapOff[p]]
+	if tb.slotKey[sl] == math.MaxInt {
+		return hEdge{}, false
+	}
+	return hEdge{u: tb.pairU[p], v: tb.pairV[p], t: tb.slotTopic[sl], cost: tb.slotKey[sl]}, true
+}
+
+// refresh updates the heaps after moves of topic t's items.
+func (tb *topicBalancer) refresh(t int) {
+	tp := &tb.tops[t]
+	m := len(tp.brokers)
+	if tp.stale {
+		// Offer the pairs whose reach changed.
+		w := tp.words
+		tb.scratch = append(tb.scratch[:0], tp.reach...)
+		tb.reach(t)
+		for a := range m {
+			for i, x := range tp.reach[a*w : (a+1)*w] {
+				for d := x ^ tb.scratch[a*w+i]; d != 0; d &= d - 1 {
+					tb.offer(t, a, i*64+bits.TrailingZeros64(d))
+				}
+			}
+		}
+	}
+	slices.Sort(tp.changed)
+	for _, x := range slices.Compact(tp.changed) {
+		for y := range m {
+			tb.offer(t, int(x), y)
+			tb.offer(t, y, int(x))
+		}
+	}
+	tp.changed = tp.changed[:0]
+}
+
+// offer puts the current cost of topic t's local pair (a, c) into the pair's heap.
+func (tb *topicBalancer) offer(t int, a, c int) {
+	tp := &tb.tops[t]
+	sl := tp.slots[a*len(tp.brokers)+c]
+	if sl < 0 {
+		return
+	}
+	key, old := tb.cost(t, a, c), tb.slotKey[sl]
+	if key == old {
+		return
+	}
+	tb.slotKey[sl] = key
+	p := tb.slotPair[sl]
+	h := tb.heap[tb.heapOff[p]:tb.heapOff[p+1]]
+	if key < old {
+		tb.up(h, int(tb.slotPos[sl]))
+	} else {
+		tb.down(h, int(tb.slotPos[sl]))
+	}
+}
+
+func (tb *topicBalancer) less(x, y int32) bool {
+	kx, ky := tb.slotKey[x], tb.slotKey[y]
+	return kx < ky || kx == ky && tb.slotTopic[x] < tb.slotTopic[y]
+}
+
+func (tb *topicBalancer) up(h []int32, i int) {
+	for i > 0 {
+		j := (i - 1) / 2
+		if !tb.less(h[i], h[j]) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		tb.slotPos[h[i]], tb.slotPos[h[j]] = int32(i), int32(j)
+		i = j
+	}
+}
+
+func (tb *topicBalancer) down(h []int32, i int) {
+	for {
+		j := 2*i + 1
+		if j >= len(h) {
+			return
+		}
+		if j+1 < len(h) && tb.less(h[j+1], h[j]) {
+			j++
+		}
+		if !tb.less(h[j], h[i]) {
+			return
+		}
+		h[i], h[j] = h[j], h[i]
+		tb.slotPos[h[i]], tb.slotPos[h[j]] = int32(i), int32(j)
+		i = j
+	}
+}
+
+// shortCycle returns the most negative cycle of two brokers (the first pair among equals),
+// or nil.
+func (tb *topicBalancer) shortCycle() []hEdge {
+	sink := int32(tb.nb)
+	var cyc []hEdge
+	least := 0
+	for p := range tb.pairU {
+		e, ok := tb.best(int32(p))
+		if !ok {
+			continue
+		}
+		if e.cost < least && tb.load[e.u] > tb.lo[e.u] && tb.load[e.v] < tb.hi[e.v] {
+			least = e.cost
+			cyc = append(cyc[:0], hEdge{u: sink, v: e.u, t: -1}, e, hEdge{u: e.v, v: sink, t: -1})
+		}
+		if q := tb.pairRev[p]; q > int32(p) {
+			if f, ok := tb.best(q); ok && e.cost+f.cost < least {
+				least = e.cost + f.cost
+				cyc = append(cyc[:0], e, f)
+			}
+		}
+	}
+	return cyc
+}
+
+// negativeCycle returns a negative cycle of the broker graph, or nil (Bellman–Ford from
+// every node at once).
+func (tb *topicBalancer) negativeCycle() []hEdge {
+	nb := tb.nb
+	sink := int32(nb)
+	edges := tb.edges[:0]
+	for p := range tb.pairU {
+		if e, ok := tb.best(int32(p)); ok {
+			edges = append(edges, e)
+		}
+	}
+	for b := range nb {
+		if tb.load[b] > tb.lo[b] {
+			edges = append(edges, hEdge{u: sink, v: int32(b), t: -1})
+		}
+		if tb.load[b] < tb.hi[b] {
+			edges = append(edges, hEdge{u: int32(b), v: sink, t: -1})
+		}
+	}
+	tb.edges = edges
+	if tb.dist == nil {
+		tb.dist, tb.parent, tb.stamp = make([]int, nb+1), make([]int32, nb+1), make([]int32, nb+1)
+	}
+	dist, parent := tb.dist, tb.parent
+	clear(dist)
+	for i := range parent {
+		parent[i] = -1
+	}
+	// Without a negative cycle the distances settle within nb+1 rounds; with one, the
+	// parent edges close a cycle (a negative one) by then.
+	for range nb + 2 {
+		relaxed := false
+		for i, e := range edges {
+			if d := dist[e.u] + e.cost; d < dist[e.v] {
+				dist[e.v], parent[e.v] = d, int32(i)
+				relaxed = true
+			}
+		}
+		if !relaxed {
+			return nil
+		}
+		if x := tb.parentCycle(); x >= 0 {
+			var cyc []hEdge
+			for y := x; ; {
+				e := edges[parent[y]]
+				cyc = append(cyc, e)
+				if y = e.u; y == x {
+					break
+				}
+			}
+			slices.Reverse(cyc)
+			return cyc
+		}
+	}
+	return nil // not reached
+}
+
+// parentCycle returns a node on a cycle of the parent edges, or -1.
+func (tb *topicBalancer) parentCycle() int32 {
+	stamp := tb.stamp
+	clear(stamp)
+	for s := range stamp {
+		x := int32(s)
+		for stamp[x] == 0 {
+			stamp[x] = int32(s) + 1
+			if tb.parent[x] < 0 {
+				break
+			}
+			x = tb.edges[tb.parent[x]].u
+		}
+		if stamp[x] == int32(s)+1 && tb.parent[x] >= 0 {
+			return x
+		}
+	}
+	return -1
+}
+
+// fNode is a node of the residual graph: broker b (t = -1; b = nb is the sink) or topic
+// t's local broker b.
+type fNode struct{ t, b int32 }
+
+// fStep is an edge of the residual graph; class >= 0 for a move of one of its items.
+type fStep struct {
+	from, to fNode
+	cost     int
+	class    int32
+}
+
+// cancel replaces each edge of the negative cycle by its chain, takes a negative simple
+// cycle out of that walk and moves one item along each of its steps. It reports false if
+// there was none (cannot happen).
+func (tb *topicBalancer) cancel(cyc []hEdge) bool {
+	var walk []fStep
+	for _, e := range cyc {
+		if e.t < 0 {
+			walk = append(walk, fStep{from: fNode{-1, e.u}, to: fNode{-1, e.v}, class: -1})
+			continue
+		}
+		tp := &tb.tops[e.t]
+		a, _ := slices.BinarySearch(tp.brokers, e.u)
+		c, _ := slices.BinarySearch(tp.brokers, e.v)
+		walk = append(walk, fStep{from: fNode{-1, e.u}, to: fNode{e.t, int32(a)}, cost: 1 - 2*tp.count[a], class: -1})
+		walk = append(walk, tb.chain(int(e.t), int32(a), int32(c))...)
+		walk = append(walk, fStep{from: fNode{e.t, int32(c)}, to: fNode{-1, e.v}, cost: 2*tp.count[c] + 1, class: -1})
+	}
+	walk = simpleNegative(walk)
+	if walk == nil {
+		return false
+	}
+	var touched []int32
+	for _, s := range walk {
+		if s.class >= 0 {
+			tb.move(s.class, s.from.b, s.to.b)
+			touched = append(touched, s.from.t)
+		}
+	}
+	slices.Sort(touched)
+	for _, t := range slices.Compact(touched) {
+		tb.refresh(int(t))
+	}
+	return true
+}
+
+// simpleNegative returns a negative simple cycle of the negative closed walk (nil if the
+// walk is not negative): a repeated node splits the walk in two closed walks, one of which
+// is negative.
+func simpleNegative(walk []fStep) []fStep {
+	total := 0
+	for _, s := range walk {
+		total += s.cost
+	}
+	if total >= 0 {
+		return nil
+	}
+	for {
+		cut := false
+	scan:
+		for j, s := range walk {
+			for i := range j {
+				if walk[i].from != s.from {
+					continue
+				}
+				sub, cost := walk[i:j], 0
+				for _, x := range sub {
+					cost += x.cost
+				}
+				if cost < 0 {
+					return sub
+				}
+				walk = append(walk[:i:i], walk[j:]...)
+				cut = true
+				break scan
+			}
+		}
+		if !cut {
+			return walk
+		}
+	}
+}
+
+// chain returns the moves of a shortest chain in topic t from local broker a to c.
+func (tb *topicBalancer) chain(t int, a, c int32) []fStep {
+	tp := &tb.tops[t]
+	from := make([]int32, len(tp.brokers))
+	via := make([]int32, len(tp.brokers))
+	for i := range from {
+		from[i] = -1
+	}
+	from[a] = a
+	queue := []int32{a}
+	for q := 0; q < len(queue) && from[c] < 0; q++ {
+		x := queue[q]
+		for _, mk := range tp.memb[tp.membOff[x]:tp.membOff[x+1]] {
+			cl := &tb.cls[mk[0]]
+			if len(cl.held[mk[1]]) == 0 {
+				continue
+			}
+			for _, y := range cl.local {
+				if from[y] < 0 {
+					from[y], via[y] = x, mk[0]
+					queue = append(queue, y)
+				}
+			}
+		}
+	}
+	var steps []fStep
+	for y := c; y != a; y = from[y] {
+		steps = append(steps, fStep{from: fNode{int32(t), from[y]}, to: fNode{int32(t), y}, class: via[y]})
+	}
+	slices.Reverse(steps)
+	return steps
+}
+
+// move moves one item of class ci (its last on a) from its topic's local broker a to c.
+func (tb *topicBalancer) move(ci int32, a, c int32) {
+	cl := &tb.cls[ci]
+	tp := &tb.tops[cl.topic]
+	ka, kc := slices.Index(cl.local, a), slices.Index(cl.local, c)
+	h := cl.held[ka]
+	it := h[len(h)-1]
+	cl.held[ka] = h[:len(h)-1]
+	if len(h) == 1 || len(cl.held[kc]) == 0 {
+		tp.stale = true
+	}
+	cl.held[kc] = append(cl.held[kc], it)
+	tb.choice[it] = cl.members[kc]
+	tp.count[a]--
+	tp.count[c]++
+	tp.changed = append(tp.changed, a, c)
+	tb.load[cl.members[ka]]--
+	tb.load[cl.members[kc]]++
+}
