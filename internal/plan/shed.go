@@ -286,6 +286,13 @@ func shed(s *kafka.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 // and lists for each the dense leader of every partition that keeps its leader.
 func shedTopicLeaders(s *kafka.Snapshot, items []shedItem, moving []int32, dense brokerIndex) (topicOf []int32, leaders [][]int32) {
 	topicOf = make([]int32, len(moving))
+	n := 0
+	for i := 0; i < len(moving); i++ {
+		if name := items[moving[i]].p.Topic; i == 0 || name != items[moving[i-1]].p.Topic {
+			n += len(s.Topics[name])
+		}
+	}
+	arena := make([]int32, 0, n) // one array for every list
 	for i := 0; i < len(moving); {
 		name := items[moving[i]].p.Topic
 		t := int32(len(leaders))
@@ -294,7 +301,7 @@ func shedTopicLeaders(s *kafka.Snapshot, items []shedItem, moving []int32, dense
 			topicOf[j] = t
 		}
 		ps := s.Topics[name]
-		l := make([]int32, 0, len(ps)-(j-i))
+		lo := len(arena)
 		k := i
 		for x := range ps {
 			if k < j && items[moving[k]].p == &ps[x] {
@@ -302,10 +309,10 @@ func shedTopicLeaders(s *kafka.Snapshot, items []shedItem, moving []int32, dense
 				continue
 			}
 			if d, ok := dense.get(ps[x].Leader); ok {
-				l = append(l, d)
+				arena = append(arena, d)
 			}
 		}
-		leaders = append(leaders, l)
+		leaders = append(leaders, arena[lo:len(arena):len(arena)])
 		i = j
 	}
 	return topicOf, leaders

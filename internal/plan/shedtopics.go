@@ -121,6 +121,8 @@ type topicBalancer struct {
 	slotPos      []int32 // position in the pair's heap
 
 	scratch       []uint64
+	tmp           []int32
+	from, via     []int32 // chain's
 	edges         []hEdge
 	dist          []int
 	parent, stamp []int32
@@ -141,17 +143,45 @@ func (tb *topicBalancer) classes(cands [][]int32, topicOf []int32) {
 		}
 		return cmp.Compare(a, b)
 	})
-	tb.onto = make([]int32, tb.nb)
+	var starts []int32
 	for i, it := range order {
 		if i == 0 || topicOf[it] != topicOf[order[i-1]] || !slices.Equal(cands[it], cands[order[i-1]]) {
-			m := cands[it]
-			tb.cls = append(tb.cls, tbClass{topic: topicOf[it], members: m, held: make([][]int32, len(m))})
+			starts = append(starts, int32(i))
 		}
-		c := &tb.cls[len(tb.cls)-1]
-		k := slices.Index(c.members, tb.choice[it])
-		c.held[k] = append(c.held[k], it)
-		tb.onto[tb.choice[it]]++
 	}
+	starts = append(starts, int32(len(order)))
+	nc := len(starts) - 1
+	// held[k] never holds more than the class's items: each gets a region of one array.
+	nh, nroom := 0, 0
+	for c := range nc {
+		m := len(cands[order[starts[c]]])
+		nh += m
+		nroom += m * int(starts[c+1]-starts[c])
+	}
+	heads, room := make([][]int32, nh), make([]int32, nroom)
+	tb.cls = make([]tbClass, nc)
+	tb.onto = make([]int32, tb.nb)
+	for c := range nc {
+		items := order[starts[c]:starts[c+1]]
+		cl := &tb.cls[c]
+		cl.topic, cl.members = topicOf[items[0]], cands[items[0]]
+		cl.held = carve(&heads, len(cl.members))
+		for k := range cl.held {
+			cl.held[k] = carve(&room, len(items))[:0]
+		}
+		for _, it := range items {
+			k := slices.Index(cl.members, tb.choice[it])
+			cl.held[k] = append(cl.held[k], it)
+			tb.onto[tb.choice[it]]++
+		}
+	}
+}
+
+// carve returns the first n elements of *a, capacity n, and moves *a past them.
+func carve[T any](a *[]T, n int) []T {
+	s := (*a)[:n:n]
+	*a = (*a)[n:]
+	return s
 }
 
 // tiers computes tier, lo and hi (see balanceTopics) and keeps in each class only the
@@ -210,6 +240,11 @@ func (tb *topicBalancer) tiers() {
 			tb.hi[b]++
 		}
 	}
+	n := 0
+	for _, c := range tb.cls {
+		n += len(c.members)
+	}
+	kept := make([]int32, 0, n) // not in place: members is the caller's cands
 	for i := range tb.cls {
 		c := &tb.cls[i]
 		t := -1
@@ -225,16 +260,15 @@ func (tb *topicBalancer) tiers() {
 			}
 			t = tb.tier[m]
 		}
-		var members []int32 // not in place: members is the caller's cands
-		j := 0
+		lo, j := len(kept), 0
 		for k, m := range c.members {
 			if tb.tier[m] == t {
-				members = append(members, m)
+				kept = append(kept, m)
 				c.held[j] = c.held[k]
 				j++
 			}
 		}
-		c.members, c.held = members, c.held[:j:j]
+		c.members, c.held = kept[lo:len(kept):len(kept)], c.held[:j:j]
 	}
 }
 
@@ -242,9 +276,31 @@ func (tb *topicBalancer) tiers() {
 func (tb *topicBalancer) topics(topicOf []int32, leaders [][]int32) {
 	nt := len(leaders)
 	tb.tops = make([]tbTopic, nt)
-	loc := make([]int32, tb.nb)
-	for b := range loc {
-		loc[b] = -1
+	// The movable classes of each topic (classes are in topic order) and its brokers.
+	movable := make([]int32, 0, len(tb.cls))
+	nm := 0
+	for ci, c := range tb.cls {
+		if len(c.members) >= 2 {
+			movable = append(movable, int32(ci))
+			nm += len(c.members)
+		}
+	}
+	brokers := make([]int32, 0, nm)
+	nw := 0
+	for i := 0; i < len(movable); {
+		t := tb.cls[movable[i]].topic
+		j := i
+		lo := len(brokers)
+		for ; j < len(movable) && tb.cls[movable[j]].topic == t; j++ {
+			brokers = append(brokers, tb.cls[movable[j]].members...)
+		}
+		slices.Sort(brokers[lo:])
+		brokers = brokers[:lo+len(slices.Compact(brokers[lo:]))]
+		tp := &tb.tops[t]
+		tp.classes, tp.brokers = movable[i:j:j], brokers[lo:len(brokers):len(brokers)]
+		tp.words = (len(tp.brokers) + 63) / 64
+		nw += len(tp.brokers) * tp.words
+		i = j
 	}
 	// The items of each topic, for the counts: those that cannot move count too.
 	off := make([]int32, nt+1)
@@ -260,25 +316,22 @@ func (tb *topicBalancer) topics(topicOf []int32, leaders [][]int32) {
 		byTopic[fill[t]] = int32(i)
 		fill[t]++
 	}
-	ci := 0
+	loc := make([]int32, tb.nb)
+	for b := range loc {
+		loc[b] = -1
+	}
+	counts, membOff := make([]int, len(brokers)), make([]int32, len(brokers)+nt)
+	memb, local, reach := make([][2]int32, nm), make([]int32, nm), make([]uint64, nw)
 	for t := range nt {
 		tp := &tb.tops[t]
-		for ; ci < len(tb.cls) && tb.cls[ci].topic == int32(t); ci++ {
-			if len(tb.cls[ci].members) >= 2 {
-				tp.classes = append(tp.classes, int32(ci))
-				tp.brokers = append(tp.brokers, tb.cls[ci].members...)
-			}
-		}
-		if len(tp.classes) == 0 {
+		m := len(tp.brokers)
+		if m == 0 {
 			continue
 		}
-		slices.Sort(tp.brokers)
-		tp.brokers = slices.Compact(tp.brokers)
-		m := len(tp.brokers)
 		for k, b := range tp.brokers {
 			loc[b] = int32(k)
 		}
-		tp.count = make([]int, m)
+		tp.count = carve(&counts, m)
 		for _, l := range leaders[t] {
 			if l >= 0 && int(l) < tb.nb && loc[l] >= 0 {
 				tp.count[loc[l]]++
@@ -289,20 +342,23 @@ func (tb *topicBalancer) topics(topicOf []int32, leaders [][]int32) {
 				tp.count[k]++
 			}
 		}
-		tp.membOff = make([]int32, m+1)
+		tp.membOff = carve(&membOff, m+1)
+		n := 0
 		for _, c := range tp.classes {
 			cl := &tb.cls[c]
-			cl.local = make([]int32, len(cl.members))
+			cl.local = carve(&local, len(cl.members))
 			for k, b := range cl.members {
 				cl.local[k] = loc[b]
 				tp.membOff[loc[b]+1]++
 			}
+			n += len(cl.members)
 		}
 		for a := range m {
 			tp.membOff[a+1] += tp.membOff[a]
 		}
-		tp.memb = make([][2]int32, tp.membOff[m])
-		at := slices.Clone(tp.membOff[:m])
+		tp.memb = carve(&memb, n)
+		at := tb.scratch32(m)
+		copy(at, tp.membOff[:m])
 		for _, c := range tp.classes {
 			for k, a := range tb.cls[c].local {
 				tp.memb[at[a]] = [2]int32{c, int32(k)}
@@ -312,10 +368,17 @@ func (tb *topicBalancer) topics(topicOf []int32, leaders [][]int32) {
 		for _, b := range tp.brokers {
 			loc[b] = -1
 		}
-		tp.words = (m + 63) / 64
-		tp.reach = make([]uint64, m*tp.words)
+		tp.reach = carve(&reach, m*tp.words)
 		tb.reach(t)
 	}
+}
+
+// scratch32 returns a scratch slice of n int32 (its content is undefined).
+func (tb *topicBalancer) scratch32(n int) []int32 {
+	if cap(tb.tmp) < n {
+		tb.tmp = make([]int32, 2*n)
+	}
+	return tb.tmp[:n]
 }
 
 // reach recomputes which local brokers of topic t can pass one of its leaders to which
@@ -362,10 +425,15 @@ type hEdge struct {
 func (tb *topicBalancer) pairs() {
 	idx := map[int64]int32{}
 	var cnt []int32
+	n := 0
+	for _, tp := range tb.tops {
+		n += len(tp.brokers) * len(tp.brokers)
+	}
+	slots := make([]int32, n)
 	for t := range tb.tops {
 		tp := &tb.tops[t]
 		m := len(tp.brokers)
-		tp.slots = make([]int32, m*m)
+		tp.slots = carve(&slots, m*m)
 		for a, u := range tp.brokers {
 			for c, v := range tp.brokers {
 				if a == c {
@@ -718,8 +786,10 @@ func simpleNegative(walk []fStep) []fStep {
 // chain returns the moves of a shortest chain in topic t from local broker a to c.
 func (tb *topicBalancer) chain(t int, a, c int32) []fStep {
 	tp := &tb.tops[t]
-	from := make([]int32, len(tp.brokers))
-	via := make([]int32, len(tp.brokers))
+	if m := len(tp.brokers); cap(tb.from) < m {
+		tb.from, tb.via = make([]int32, m), make([]int32, m)
+	}
+	from, via := tb.from[:len(tp.brokers)], tb.via[:len(tp.brokers)]
 	for i := range from {
 		from[i] = -1
 	}
