@@ -52,12 +52,13 @@ import (
 //
 // A round looks for the most negative cycle of two brokers first (a swap of two topics'
 // leaders between u and v, or a pass from a broker that may lose one to one that may gain
-// one), then for any (Bellman–Ford, O(brokers³)). Each pair of brokers keeps its topics in
-// a heap by cost, and a round updates only the topics it moved items of. Setup is O(k log k
-// + Σ m²) for k items and topics with m local brokers each, and a round O(brokers² + the
-// updated topics' m·log(topics)) without Bellman–Ford; there are at most (S - least S)/2
-// rounds: about 1,300 on the scale benchmark (25,000 leaders moved, 2,000 topics, 6
-// brokers), 20 ms.
+// one: either has a negative edge, and the pairs with one are kept in a list), then for any
+// (Bellman–Ford, O(brokers³), rarely). Each pair of brokers keeps its topics in a heap by
+// cost, and a round updates only the topics it moved items of. Setup is O(k log k + Σ m²)
+// time and memory for k items and topics with m local brokers each; a round without
+// Bellman–Ford is O(negative pairs + the updated topics' m·log(topics)); there are at most
+// (S - least S)/2 rounds: about 1,300 on the scale benchmark (25,000 leaders moved, 2,000
+// topics, 6 brokers), 20 ms in all.
 func balanceTopics(load []int, cands [][]int32, topicOf []int32, leaders [][]int32, choice []int32) {
 	if len(cands) == 0 {
 		return
@@ -115,10 +116,14 @@ type topicBalancer struct {
 	pairRev      []int32 // the pair (v, u), -1: none
 	heapOff      []int32 // pair p's heap is heap[heapOff[p]:heapOff[p+1]]
 	heap         []int32
-	slotKey      []int // the topic's cost for the pair, MaxInt when it has no chain
+	slotKey      []int32 // the topic's cost for the pair, MaxInt32 when it has no chain
 	slotTopic    []int32
 	slotPair     []int32
 	slotPos      []int32 // position in the pair's heap
+	pairKey      []int32 // the top of each pair's heap: its cost
+	pairTop      []int32 // and its topic
+	neg          []int32 // the pairs whose cost is negative, and maybe others
+	inNeg        []bool
 
 	scratch       []uint64
 	tmp           []int32
@@ -423,7 +428,7 @@ type hEdge struct {
 
 // pairs numbers the pairs of brokers that some topic has both of, and builds their heaps.
 func (tb *topicBalancer) pairs() {
-	idx := map[int64]int32{}
+	idx := newPairIndex(tb.nb)
 	var cnt []int32
 	n := 0
 	for _, tp := range tb.tops {
@@ -440,11 +445,10 @@ func (tb *topicBalancer) pairs() {
 					tp.slots[a*m+c] = -1
 					continue
 				}
-				key := int64(u)*int64(tb.nb) + int64(v)
-				p, ok := idx[key]
+				p, ok := idx.get(u, v)
 				if !ok {
 					p = int32(len(tb.pairU))
-					idx[key] = p
+					idx.put(u, v, p)
 					tb.pairU, tb.pairV = append(tb.pairU, u), append(tb.pairV, v)
 					cnt = append(cnt, 0)
 				}
@@ -457,7 +461,7 @@ func (tb *topicBalancer) pairs() {
 	tb.pairRev = make([]int32, np)
 	for p := range np {
 		tb.pairRev[p] = -1
-		if q, ok := idx[int64(tb.pairV[p])*int64(tb.nb)+int64(tb.pairU[p])]; ok {
+		if q, ok := idx.get(tb.pairV[p], tb.pairU[p]); ok {
 			tb.pairRev[p] = q
 		}
 	}
@@ -467,7 +471,7 @@ func (tb *topicBalancer) pairs() {
 	}
 	ns := tb.heapOff[np]
 	tb.heap = make([]int32, ns)
-	tb.slotKey, tb.slotTopic = make([]int, ns), make([]int32, ns)
+	tb.slotKey, tb.slotTopic = make([]int32, ns), make([]int32, ns)
 	tb.slotPair, tb.slotPos = make([]int32, ns), make([]int32, ns)
 	fill := slices.Clone(tb.heapOff[:np])
 	for t := range tb.tops {
@@ -488,31 +492,74 @@ func (tb *topicBalancer) pairs() {
 			}
 		}
 	}
+	tb.pairKey, tb.pairTop, tb.inNeg = make([]int32, np), make([]int32, np), make([]bool, np)
 	for p := range np {
 		h := tb.heap[tb.heapOff[p]:tb.heapOff[p+1]]
 		for i := len(h)/2 - 1; i >= 0; i-- {
 			tb.down(h, i)
 		}
+		tb.top(int32(p))
 	}
 }
 
+// pairIndex numbers pairs of brokers: a table up to 2,048 brokers, a map above.
+type pairIndex struct {
+	nb    int
+	table []int32 // number+1, 0: none
+	m     map[int64]int32
+}
+
+func newPairIndex(nb int) pairIndex {
+	if nb <= 2048 {
+		return pairIndex{nb: nb, table: make([]int32, nb*nb)}
+	}
+	return pairIndex{nb: nb, m: map[int64]int32{}}
+}
+
+func (x pairIndex) get(u, v int32) (int32, bool) {
+	if x.m != nil {
+		p, ok := x.m[int64(u)*int64(x.nb)+int64(v)]
+		return p, ok
+	}
+	p := x.table[int(u)*x.nb+int(v)]
+	return p - 1, p > 0
+}
+
+func (x pairIndex) put(u, v, p int32) {
+	if x.m != nil {
+		x.m[int64(u)*int64(x.nb)+int64(v)] = p
+		return
+	}
+	x.table[int(u)*x.nb+int(v)] = p + 1
+}
+
 // cost is what S changes by when topic t's local broker a passes one leader to c, along a
-// chain of moves; MaxInt when there is no chain.
-func (tb *topicBalancer) cost(t int, a, c int) int {
+// chain of moves; MaxInt32 when there is no chain.
+func (tb *topicBalancer) cost(t int, a, c int) int32 {
 	tp := &tb.tops[t]
 	if tp.reach[a*tp.words+c/64]&(1<<(uint(c)%64)) == 0 {
-		return math.MaxInt
+		return math.MaxInt32
 	}
-	return 2 * (tp.count[c] - tp.count[a] + 1)
+	return int32(2 * (tp.count[c] - tp.count[a] + 1))
 }
 
 // best is pair p's cheapest edge (its lowest topic among equals); ok false: none.
 func (tb *topicBalancer) best(p int32) (hEdge, bool) {
-	sl := tb.heap[tb.heapOff[p]]
-	if tb.slotKey[sl] == math.MaxInt {
+	if tb.pairKey[p] == math.MaxInt32 {
 		return hEdge{}, false
 	}
-	return hEdge{u: tb.pairU[p], v: tb.pairV[p], t: tb.slotTopic[sl], cost: tb.slotKey[sl]}, true
+	return hEdge{u: tb.pairU[p], v: tb.pairV[p], t: tb.pairTop[p], cost: int(tb.pairKey[p])}, true
+}
+
+// top copies the top of pair p's heap to pairKey and pairTop, and lists p in neg when it
+// is negative.
+func (tb *topicBalancer) top(p int32) {
+	sl := tb.heap[tb.heapOff[p]]
+	tb.pairKey[p], tb.pairTop[p] = tb.slotKey[sl], tb.slotTopic[sl]
+	if tb.pairKey[p] < 0 && !tb.inNeg[p] {
+		tb.inNeg[p] = true
+		tb.neg = append(tb.neg, p)
+	}
 }
 
 // refresh updates the heaps after moves of topic t's items.
@@ -561,6 +608,7 @@ func (tb *topicBalancer) offer(t int, a, c int) {
 	} else {
 		tb.down(h, int(tb.slotPos[sl]))
 	}
+	tb.top(p)
 }
 
 func (tb *topicBalancer) less(x, y int32) bool {
@@ -598,28 +646,34 @@ func (tb *topicBalancer) down(h []int32, i int) {
 	}
 }
 
-// shortCycle returns the most negative cycle of two brokers (the first pair among equals),
-// or nil.
+// shortCycle returns the most negative cycle of two brokers, or nil. Such a cycle has a
+// negative edge (of a pair in neg): a pass from a broker that may lose one to one that may
+// gain one, or a swap with the reverse pair.
 func (tb *topicBalancer) shortCycle() []hEdge {
 	sink := int32(tb.nb)
 	var cyc []hEdge
 	least := 0
-	for p := range tb.pairU {
-		e, ok := tb.best(int32(p))
-		if !ok {
+	k := 0
+	for _, p := range tb.neg {
+		e, _ := tb.best(p)
+		if e.cost >= 0 {
+			tb.inNeg[p] = false
 			continue
 		}
+		tb.neg[k] = p
+		k++
 		if e.cost < least && tb.load[e.u] > tb.lo[e.u] && tb.load[e.v] < tb.hi[e.v] {
 			least = e.cost
 			cyc = append(cyc[:0], hEdge{u: sink, v: e.u, t: -1}, e, hEdge{u: e.v, v: sink, t: -1})
 		}
-		if q := tb.pairRev[p]; q > int32(p) {
+		if q := tb.pairRev[p]; q >= 0 {
 			if f, ok := tb.best(q); ok && e.cost+f.cost < least {
 				least = e.cost + f.cost
 				cyc = append(cyc[:0], e, f)
 			}
 		}
 	}
+	tb.neg = tb.neg[:k]
 	return cyc
 }
 
