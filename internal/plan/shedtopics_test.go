@@ -55,12 +55,11 @@ func squares(counts [][]int) int {
 // sets, topics and starting counts against the brute force: the cluster-wide counts are
 // as good as balance's, the per-topic square sum is the least among those, and when
 // balance's choice was already the least, nothing changes.
-var balanceCases = 3000
-
 func TestBalanceTopicsOptimal(t *testing.T) {
 	r := rand.New(rand.NewPCG(42, 2))
-	changed, improved := 0, 0
-	for i := range balanceCases {
+	const cases = 3000
+	improved := 0
+	for i := range cases {
 		nb := 2 + r.IntN(4)
 		nt := 1 + r.IntN(3)
 		load := make([]int, nb)
@@ -128,9 +127,6 @@ func TestBalanceTopicsOptimal(t *testing.T) {
 		if oldS == bestS && !slices.Equal(choice, old) {
 			t.Fatalf("case %d: balance's choice %v was already best, changed to %v", i, old, choice)
 		}
-		if !slices.Equal(choice, old) {
-			changed++
-		}
 		if s < oldS {
 			improved++
 		}
@@ -138,5 +134,5 @@ func TestBalanceTopicsOptimal(t *testing.T) {
 	if improved < 300 {
 		t.Errorf("only %d cases improved on balance alone: the generator is too weak", improved)
 	}
-	t.Logf("%d of 3000 cases improved (%d changed)", improved, changed)
+	t.Logf("%d of %d cases improved on balance alone", improved, cases)
 }
