@@ -61,8 +61,23 @@ type ShedRequest struct {
 // no other choice of eligible candidates gives a sorted (largest first) vector of leader
 // counts that is lexicographically smaller. Such a result at once minimises the largest
 // count, maximises the smallest (hence their difference) and minimises the sum of squares
-// (Frank and Murota, "Discrete decreasing minimization", on M-convex sets). Among equally
-// good choices, ties go to the lower broker id. See balance for how.
+// (Frank and Murota, "Discrete decreasing minimization", on M-convex sets). See balance for
+// how.
+//
+// Per topic, second. Among the choices with that same best sorted vector (the cluster-wide
+// result is never traded for it), the plan takes one that balances each topic's leaders:
+// the least per-topic square sum S = Σ n(t,b)² over the topics t of the snapshot and the
+// live brokers b other than B, where n(t,b) counts the partitions of t that b leads after
+// the plan (all of t's partitions, changed or not; a topic without a change only adds a
+// constant). Why S: passing one of t's leaders from a broker with a of them to one with c
+// changes S by 2(c-a+1), so S counts each gap within a topic by its size, a 45/42/37 topic
+// more than a 2/1/1 one, and ranks no topic above another by name; when the changes are all
+// in one topic, the least S is that topic's decreasingly minimal vector (the theorem above);
+// and a sum of convex terms, next to the square sum of the cluster-wide counts, keeps the
+// whole a convex-cost flow, solved exactly: the plan's S is the least possible, not a local
+// optimum. A choice differs from the cluster-wide one only where that lowers S, so where the
+// cluster-wide choice is already as good per topic it is the plan, and ties go to the
+// lower broker id as before. See balanceTopics for how.
 //
 // Rejected (*RejectError): a negative MaxPartitions, a topic of req.Topics that the
 // snapshot does not have, and a B that is no live broker, leads nothing and is no replica
@@ -71,8 +86,16 @@ type ShedRequest struct {
 //
 // The plan is deterministic (Changes, Skipped and Blocked in (topic, partition) order) and
 // the snapshot is not modified. Time is O(P) for the P partitions of the snapshot plus
-// O(k log k) for the k partitions of B, and the balancing pass (small for real clusters).
+// O(k log k) for the k partitions of B, and the balancing passes (small for real clusters:
+// on the scale benchmark, 25,000 leaders moved over 2,000 topics, the per-topic pass takes
+// about 20 ms).
 func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
+	return shed(s, req, true)
+}
+
+// shed is Shed; without perTopic it balances the cluster-wide counts only (the planner
+// before per-topic balance, kept for the tests to compare with).
+func shed(s *kafka.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 	b := req.Broker
 	if req.MaxPartitions < 0 {
 		return Plan{}, reject("max_partitions %d is negative", req.MaxPartitions)
@@ -219,7 +242,12 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 		moving = append(moving, int32(i))
 		mc = append(mc, cands[it.lo:it.hi])
 	}
-	for i, d := range balance(load, mc) {
+	choice := balance(load, mc)
+	if perTopic {
+		topicOf, leaders := shedTopicLeaders(s, items, moving, dense)
+		balanceTopics(load, mc, topicOf, leaders, choice)
+	}
+	for i, d := range choice {
 		items[moving[i]].choice = d
 	}
 
@@ -252,6 +280,42 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 		})
 	}
 	return plan, nil
+}
+
+// shedTopicLeaders numbers the topics of the moving items (items[moving[i]]) in order,
+// and lists for each the dense leader of every partition that keeps its leader.
+func shedTopicLeaders(s *kafka.Snapshot, items []shedItem, moving []int32, dense brokerIndex) (topicOf []int32, leaders [][]int32) {
+	topicOf = make([]int32, len(moving))
+	n := 0
+	for i := 0; i < len(moving); i++ {
+		if name := items[moving[i]].p.Topic; i == 0 || name != items[moving[i-1]].p.Topic {
+			n += len(s.Topics[name])
+		}
+	}
+	arena := make([]int32, 0, n) // one array for every list
+	for i := 0; i < len(moving); {
+		name := items[moving[i]].p.Topic
+		t := int32(len(leaders))
+		j := i
+		for ; j < len(moving) && items[moving[j]].p.Topic == name; j++ {
+			topicOf[j] = t
+		}
+		ps := s.Topics[name]
+		lo := len(arena)
+		k := i
+		for x := range ps {
+			if k < j && items[moving[k]].p == &ps[x] {
+				k++
+				continue
+			}
+			if d, ok := dense.get(ps[x].Leader); ok {
+				arena = append(arena, d)
+			}
+		}
+		leaders = append(leaders, arena[lo:len(arena):len(arena)])
+		i = j
+	}
+	return topicOf, leaders
 }
 
 // brokerIndex numbers the live brokers 0..n-1 in id order. Ids are looked up once per

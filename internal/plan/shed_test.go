@@ -154,6 +154,31 @@ func TestShed(t *testing.T) {
 			},
 		},
 		{
+			// Cluster-wide only: a-1 to broker 2 (the tie to the lower id), b-1 to broker 3,
+			// so each topic has both its leaders on one broker. Swapping keeps the counts.
+			name: "each topic balanced second: two topics swap brokers",
+			snap: shedCluster(live, map[string][]kafka.Partition{
+				"a": {part([]int32{2, 3}, []int32{2, 3}, 2), part([]int32{1, 2, 3}, all, 1)},
+				"b": {part([]int32{3, 2}, []int32{2, 3}, 3), part([]int32{1, 2, 3}, all, 1)},
+			}),
+			req: ShedRequest{Broker: 1},
+			changes: []Change{
+				ch("a", 1, []int32{1, 2, 3}, []int32{3, 2, 1}, 1, 3),
+				ch("b", 1, []int32{1, 2, 3}, []int32{2, 1, 3}, 1, 2),
+			},
+		},
+		{
+			// Brokers 2 and 3 lead one each: either may get a-1 (2 and 1 leaders either
+			// way); the topic's own counts pick broker 3, not the lower id.
+			name: "the topic decides which broker gets one more",
+			snap: shedCluster(live, map[string][]kafka.Partition{
+				"a": {part([]int32{2, 3}, []int32{2, 3}, 2), part([]int32{1, 2, 3}, all, 1)},
+				"b": {part([]int32{3, 2}, []int32{2, 3}, 3)},
+			}),
+			req:     ShedRequest{Broker: 1},
+			changes: []Change{ch("a", 1, []int32{1, 2, 3}, []int32{3, 2, 1}, 1, 3)},
+		},
+		{
 			name: "avoided brokers only when they are the only option",
 			snap: shedCluster(live, map[string][]kafka.Partition{
 				"t": {part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 4}, []int32{1, 2}, 1)},
@@ -409,6 +434,64 @@ func TestShed(t *testing.T) {
 	}
 }
 
+// TestShedPerTopicExample is the example: balancing the cluster-wide counts only,
+// the hot topic ends with 45/42/37 leaders on brokers 2/3/4, when 41/41/42 is possible with
+// the same cluster-wide counts.
+//
+// Brokers 2, 3, 4 lead 16, 16 and 15 partitions (hot 15/12/7, cold 0/3/8, warm 1/1/0)
+// and broker 1 leads 31 of cold and 90 of hot, each of which any of 2, 3, 4 can take.
+// Cluster-wide only, the first cold one goes to broker 4 and the rest round robin from
+// broker 2, 10/10/11 for cold and 30/30/30 for hot: 56 leaders each, hot 45/42/37, cold
+// 10/13/19. With the same 56 each, hot 41/41/42 and cold 14/14/14 is the least square sum:
+// cold's 14/14/14 is as even as it gets, hot's sorted 42/41/41 too, and with its 42 on
+// broker 2 or 3 cold would have 13 there and 15 on broker 4 instead.
+func TestShedPerTopicExample(t *testing.T) {
+	all := []int32{1, 2, 3, 4}
+	led := func(n int, b int32) []kafka.Partition { // replicas b and the others of 2, 3, 4
+		var ps []kafka.Partition
+		for range n {
+			r := []int32{b}
+			for _, x := range []int32{2, 3, 4} {
+				if x != b {
+					r = append(r, x)
+				}
+			}
+			ps = append(ps, part(r, r, b))
+		}
+		return ps
+	}
+	shed1 := func(n int) []kafka.Partition { return led(n, 1) } // replicas 1, 2, 3, 4
+	hot := slices.Concat(led(15, 2), led(12, 3), led(7, 4), shed1(90))
+	cold := slices.Concat(led(3, 3), led(8, 4), shed1(31))
+	warm := slices.Concat(led(1, 2), led(1, 3))
+	s := shedCluster(all, map[string][]kafka.Partition{"hot": hot, "cold": cold, "warm": warm})
+	req := ShedRequest{Broker: 1}
+
+	old, err := shed(s, req, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := checkPlan(t, s, "", func() (Plan, error) { return Shed(s, req) })
+	if !ok {
+		return
+	}
+	checkShedRules(t, "example", s, req, got)
+	for _, c := range []struct {
+		name       string
+		p          Plan
+		hot, cold  []int
+		clusterAll []int
+	}{
+		{"cluster-wide only", old, []int{45, 42, 37}, []int{10, 13, 19}, []int{56, 56, 56}},
+		{"Shed", got, []int{41, 41, 42}, []int{14, 14, 14}, []int{56, 56, 56}},
+	} {
+		cluster, topics := shedCounts(s, 1, c.p)
+		if !slices.Equal(cluster, c.clusterAll) || !slices.Equal(topics["hot"], c.hot) || !slices.Equal(topics["cold"], c.cold) {
+			t.Errorf("%s: brokers 2, 3, 4 lead %v, hot %v, cold %v; want %v, %v, %v", c.name, cluster, topics["hot"], topics["cold"], c.clusterAll, c.hot, c.cold)
+		}
+	}
+}
+
 func fmtChanges(cs []Change) string {
 	var b strings.Builder
 	for _, c := range cs {
@@ -421,7 +504,7 @@ func fmtChanges(cs []Change) string {
 // counts it ends with are as even as a brute force over every choice can make them.
 func TestShedRandom(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 2026))
-	optimal, hard, changes, protectedRuns := 0, 0, 0, 0
+	optimal, hard, changes, protectedRuns, improved := 0, 0, 0, 0, 0
 	for i := range 1000 {
 		s, req := randomShedCase(r)
 		name := fmt.Sprintf("case %d (broker %d, request %+v)", i, req.Broker, req)
@@ -462,6 +545,9 @@ func TestShedRandom(t *testing.T) {
 			!reflect.DeepEqual(tpsOfSkips(sparse.Skipped), tpsOfSkips(want.Skipped)) {
 			t.Fatalf("%s: renumbered brokers give another plan:\n%s\nwant\n%s", name, fmtChanges(sparse.Changes), fmtChanges(want.Changes))
 		}
+		if checkShedVsClusterOnly(t, name, s, req, got) {
+			improved++
+		}
 		changes += len(got.Changes)
 		if n := checkShedOptimal(t, name, s, req, got); n > 0 {
 			optimal++
@@ -470,10 +556,99 @@ func TestShedRandom(t *testing.T) {
 			}
 		}
 	}
-	if optimal < 500 || hard < 100 || changes < 1000 || protectedRuns < 200 {
-		t.Errorf("only %d cases brute-forced (%d with 3 choices or more), %d changes, %d with a protected topic: the generator is too weak", optimal, hard, changes, protectedRuns)
+	if optimal < 500 || hard < 100 || changes < 1000 || protectedRuns < 200 || improved < 10 {
+		t.Errorf("only %d cases brute-forced (%d with 3 choices or more), %d changes, %d with a protected topic, %d balanced per topic better than cluster-wide only: the generator is too weak",
+			optimal, hard, changes, protectedRuns, improved)
 	}
-	t.Logf("%d cases compared with the brute force (%d with 3 choices or more), %d changes", optimal, hard, changes)
+	t.Logf("%d cases compared with the brute force (%d with 3 choices or more), %d changes, %d balanced per topic better than cluster-wide only", optimal, hard, changes, improved)
+}
+
+// TestShedPerTopicRandom checks the rules of Shed on random clusters with more topics and
+// partitions than TestShedRandom's, so that the per-topic balance has more to do, against
+// the planner that balances the cluster-wide counts only (as good cluster-wide, never
+// worse per topic) and, on the small ones, against the brute force.
+func TestShedPerTopicRandom(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 2026))
+	improved, changes, brute, bruteImproved := 0, 0, 0, 0
+	for i := range 1000 {
+		var (
+			s   *kafka.Snapshot
+			req ShedRequest
+		)
+		small := i%2 == 0
+		if small {
+			s, req = randomShedCluster(r, 3+r.IntN(2), 2+r.IntN(2), 4)
+		} else {
+			s, req = randomShedCluster(r, 3+r.IntN(6), 2+r.IntN(8), 5+r.IntN(30))
+		}
+		name := fmt.Sprintf("case %d (broker %d, request %+v)", i, req.Broker, req)
+		got, err := Shed(s, req)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if again, _ := Shed(s, req); !reflect.DeepEqual(got, again) {
+			t.Fatalf("%s: two plans of the same input differ", name)
+		}
+		checkShedRules(t, name, s, req, got)
+		better := checkShedVsClusterOnly(t, name, s, req, got)
+		if better {
+			improved++
+		}
+		changes += len(got.Changes)
+		if small && checkShedOptimal(t, name, s, req, got) > 0 {
+			brute++
+			if better {
+				bruteImproved++
+			}
+		}
+	}
+	if improved < 250 || changes < 10000 || brute < 300 || bruteImproved < 60 {
+		t.Errorf("only %d cases balanced per topic better than cluster-wide only, %d changes, %d brute-forced (%d better): the generator is too weak",
+			improved, changes, brute, bruteImproved)
+	}
+	t.Logf("%d of 1000 cases balanced per topic better than cluster-wide only, %d changes; %d brute-forced (%d better)", improved, changes, brute, bruteImproved)
+}
+
+// randomShedCluster is a cluster of live brokers 1..nb with the given topics and
+// partitions each (replication factor 2 to 4, leadership skewed to broker 1, some replicas
+// out of sync, a few partitions under reassignment) and a request to shed broker 1.
+func randomShedCluster(r *rand.Rand, nb, topics, partitions int) (*kafka.Snapshot, ShedRequest) {
+	s := &kafka.Snapshot{Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
+	for id := int32(1); id <= int32(nb); id++ {
+		s.Brokers[id] = kafka.Broker{ID: id}
+	}
+	for ti := range topics {
+		name := fmt.Sprintf("t%02d", ti)
+		ps := make([]kafka.Partition, 1+r.IntN(partitions))
+		for pi := range ps {
+			p := kafka.Partition{TopicPartition: stp(name, int32(pi))}
+			for _, k := range r.Perm(nb)[:min(nb, 2+r.IntN(3))] {
+				p.Replicas = append(p.Replicas, int32(k+1))
+			}
+			for k, id := range p.Replicas {
+				if k == 0 || r.IntN(8) > 0 {
+					p.ISR = append(p.ISR, id)
+				}
+			}
+			p.Leader = p.ISR[0]
+			if p.InSync(1) && r.IntN(3) > 0 {
+				p.Leader = 1
+			}
+			if r.IntN(40) == 0 {
+				p.Adding = []int32{int32(1 + r.IntN(nb))}
+			}
+			ps[pi] = p
+		}
+		s.Topics[name] = ps
+	}
+	req := ShedRequest{Broker: 1, DemoteToEnd: r.IntN(2) == 0}
+	if r.IntN(4) == 0 {
+		req.Avoid = []int32{int32(2 + r.IntN(nb-1))}
+	}
+	if r.IntN(4) == 0 {
+		req.MaxPartitions = 1 + r.IntN(40)
+	}
+	return s, req
 }
 
 func randomShedCase(r *rand.Rand) (*kafka.Snapshot, ShedRequest) {
@@ -743,29 +918,52 @@ func checkShedRules(t *testing.T, name string, s *kafka.Snapshot, req ShedReques
 	}
 }
 
+// checkShedVsClusterOnly compares the plan with the planner that balances the cluster-wide
+// counts only (shed without perTopic): the same partitions changed, skipped and blocked;
+// exactly as good cluster-wide (the same sorted counts); per topic never worse, and
+// different only when better. It reports whether the plan is better per topic.
+func checkShedVsClusterOnly(t *testing.T, name string, s *kafka.Snapshot, req ShedRequest, got Plan) bool {
+	t.Helper()
+	old, err := shed(s, req, false)
+	if err != nil {
+		t.Fatalf("%s: cluster-wide only: %v", name, err)
+	}
+	if !slices.Equal(tpsOf(got.Changes), tpsOf(old.Changes)) || !reflect.DeepEqual(got.Skipped, old.Skipped) || !reflect.DeepEqual(got.Blocked, old.Blocked) {
+		t.Errorf("%s: another set of partitions than cluster-wide only:\n%s\nwant\n%s", name, fmtChanges(got.Changes), fmtChanges(old.Changes))
+	}
+	c, tc := shedCounts(s, req.Broker, got)
+	oc, otc := shedCounts(s, req.Broker, old)
+	if !slices.Equal(sortedDesc(c), sortedDesc(oc)) {
+		t.Errorf("%s: cluster-wide counts %v (sorted), cluster-wide only %v", name, sortedDesc(c), sortedDesc(oc))
+	}
+	sq, osq := topicSquares(tc), topicSquares(otc)
+	switch {
+	case sq > osq:
+		t.Errorf("%s: per-topic square sum %d, cluster-wide only %d", name, sq, osq)
+	case sq == osq && !reflect.DeepEqual(got, old):
+		t.Errorf("%s: as good per topic as cluster-wide only, yet another plan:\n%s\nwant\n%s", name, fmtChanges(got.Changes), fmtChanges(old.Changes))
+	}
+	return sq < osq
+}
+
 // checkShedOptimal compares the leader counts after the plan with the best that any choice
-// of eligible candidates gives (brute force), when that is small enough to enumerate. It
-// returns how many choices it compared (0: none).
+// of eligible candidates gives (brute force), when that is small enough to enumerate: the
+// cluster-wide counts first, then, among the choices as good for those, the per-topic
+// square sum. It returns how many choices it compared (0: none).
 func checkShedOptimal(t *testing.T, name string, s *kafka.Snapshot, req ShedRequest, got Plan) int {
 	t.Helper()
-	var brokers []int32 // live, not b
-	for id := range s.Brokers {
-		if id != req.Broker {
-			brokers = append(brokers, id)
-		}
-	}
-	slices.Sort(brokers)
+	brokers := shedOthers(s, req.Broker)
 	pos := func(id int32) int { return slices.Index(brokers, id) }
-	base := make([]int, len(brokers))
-	for _, ps := range s.Topics {
-		for _, p := range ps {
-			if k := pos(p.Leader); k >= 0 {
-				base[k]++
-			}
-		}
+	planned, plannedT := shedCounts(s, req.Broker, got)
+	base := slices.Clone(planned)
+	topicBase := map[string][]int{}
+	for name, c := range plannedT {
+		topicBase[name] = slices.Clone(c)
 	}
-	var sets [][]int
-	planned := slices.Clone(base)
+	var (
+		sets    [][]int
+		topicOf []string
+	)
 	size := 1
 	for _, c := range got.Changes {
 		p, _ := s.Partition(c.TopicPartition)
@@ -773,29 +971,89 @@ func checkShedOptimal(t *testing.T, name string, s *kafka.Snapshot, req ShedRequ
 		if p.Leader != req.Broker && slices.Contains(all, p.Leader) {
 			continue // the leader stays: no choice
 		}
-		if k := pos(p.Leader); k >= 0 { // headed, led by a broker that is no candidate
-			base[k]--
-			planned[k]--
-		}
 		var set []int
 		for _, id := range eligible {
 			set = append(set, pos(id))
 		}
 		sets = append(sets, set)
-		planned[pos(c.LeaderAfter)]++
+		topicOf = append(topicOf, c.Topic)
+		base[pos(c.LeaderAfter)]--
+		topicBase[c.Topic][pos(c.LeaderAfter)]--
 		size *= len(set)
 	}
 	if len(sets) == 0 || size > 50_000 {
 		return 0
 	}
-	best, bestSpread := bruteBalance(base, sets)
+	names := slices.Sorted(maps.Keys(topicBase))
+	tb := make([][]int, len(names))
+	for i, n := range names {
+		tb[i] = topicBase[n]
+	}
+	ti := make([]int, len(topicOf))
+	for i, n := range topicOf {
+		ti[i] = slices.Index(names, n)
+	}
+	best, bestS := bruteTopics(base, tb, sets, ti)
 	if got := sortedDesc(planned); slices.Compare(got, best) != 0 {
 		t.Errorf("%s: leader counts %v (sorted), the best is %v", name, got, best)
 	}
+	_, bestSpread := bruteBalance(base, sets)
 	if sp := spread(planned); sp != bestSpread {
 		t.Errorf("%s: leader count spread %d, the best is %d", name, sp, bestSpread)
 	}
+	if sq := topicSquares(plannedT); sq != bestS {
+		t.Errorf("%s: per-topic square sum %d (%v), the best is %d", name, sq, plannedT, bestS)
+	}
 	return len(sets)
+}
+
+// shedOthers lists the live brokers other than b, ascending.
+func shedOthers(s *kafka.Snapshot, b int32) []int32 {
+	var brokers []int32
+	for id := range s.Brokers {
+		if id != b {
+			brokers = append(brokers, id)
+		}
+	}
+	slices.Sort(brokers)
+	return brokers
+}
+
+// shedCounts counts the leaders of the live brokers other than b (shedOthers) once the
+// plan is made, in the whole cluster and in each topic.
+func shedCounts(s *kafka.Snapshot, b int32, p Plan) (cluster []int, topics map[string][]int) {
+	brokers := shedOthers(s, b)
+	after := map[kafka.TopicPartition]int32{}
+	for _, c := range p.Changes {
+		after[c.TopicPartition] = c.LeaderAfter
+	}
+	cluster, topics = make([]int, len(brokers)), map[string][]int{}
+	for name, ps := range s.Topics {
+		tc := make([]int, len(brokers))
+		for _, part := range ps {
+			l, ok := after[part.TopicPartition]
+			if !ok {
+				l = part.Leader
+			}
+			if k := slices.Index(brokers, l); k >= 0 {
+				cluster[k]++
+				tc[k]++
+			}
+		}
+		topics[name] = tc
+	}
+	return cluster, topics
+}
+
+// topicSquares is the per-topic square sum of counts: Σ n(t,b)².
+func topicSquares(topics map[string][]int) int {
+	sum := 0
+	for _, c := range topics {
+		for _, n := range c {
+			sum += n * n
+		}
+	}
+	return sum
 }
 
 // bruteBalance tries every assignment of items to their candidates and returns the
