@@ -85,7 +85,7 @@ type rfTask struct {
 
 func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (task, error) {
 	o := h.cfg.RF
-	strategy, _, err := strategyFor(ctx, c, req.Strategy)
+	strategy, caps, err := strategyFor(ctx, c, req.Strategy)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,22 @@ func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req
 	if req.ThrottleBytesPerSec > 0 {
 		t.rate = req.ThrottleBytesPerSec
 	}
+	if err := throttleable(c, caps, t.rate); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// throttleable rejects a change that asks for a throttle the cluster cannot have set and
+// put back safely (kafka.ChooseConfigs).
+func throttleable(c *Cluster, caps kafka.Capabilities, rate int64) error {
+	if rate <= 0 {
+		return nil
+	}
+	if _, err := kafka.ChooseConfigs(caps, c.ZK != nil); err != nil {
+		return reject("cluster %s: %v", c.Name, err)
+	}
+	return nil
 }
 
 func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
@@ -300,10 +315,7 @@ func skippedOf(skips []plan.Skip) map[kafka.TopicPartition]bool {
 
 // throttle sets the replication throttle of the moves still to copy (see setThrottles).
 func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) error {
-	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, func() ([]kafka.ThrottleKey, error) {
-		if t.rate <= 0 {
-			return nil, nil
-		}
+	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
 		spec := kafka.ThrottleSpec{Topic: t.req.Topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
 		for _, ch := range pending {
 			if added := minus(ch.ReplicasAfter, ch.ReplicasBefore); len(added) > 0 {
@@ -314,9 +326,9 @@ func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) e
 		if len(spec.Followers) == 0 {
 			return nil, nil
 		}
-		keys, err := kafka.PlanThrottles(ctx, t.c.Client, spec)
+		keys, err := th.PlanThrottles(ctx, spec)
 		if err != nil {
-			return nil, transient(fmt.Errorf("read throttles: %w", err))
+			return nil, throttleErr(fmt.Errorf("read throttles: %w", err))
 		}
 		return keys, nil
 	})
@@ -328,15 +340,23 @@ func (t *rfTask) restore(ctx context.Context, x *exec) error {
 }
 
 // setThrottles sets the operation's throttle keys. A fresh operation (none journaled yet)
-// plans them with planKeys (none: no throttle) and journals the keys and the values they
-// hold before setting any; a resumed one applies the journaled keys again, idempotently,
-// and never takes our own values for someone else's. After a fresh set it waits settle,
-// so that the brokers put the throttles in force before anything copies.
-func (x *exec) setThrottles(ctx context.Context, settle time.Duration, planKeys func() ([]kafka.ThrottleKey, error)) error {
+// that wants a throttle plans them with planKeys (none: nothing to set) and journals the
+// keys and the values they hold before setting any; a resumed one applies the journaled
+// keys again, idempotently, and never takes our own values for someone else's. After a
+// fresh set it waits settle, so that the brokers put the throttles in force before
+// anything copies.
+func (x *exec) setThrottles(ctx context.Context, settle time.Duration, want bool, planKeys func(kafka.Throttler) ([]kafka.ThrottleKey, error)) error {
 	e := &x.op.Entry
 	fresh := e.Throttles == nil
+	if fresh && !want {
+		return nil
+	}
+	th, err := x.throttler(ctx)
+	if err != nil {
+		return err
+	}
 	if fresh {
-		keys, err := planKeys()
+		keys, err := planKeys(th)
 		if err != nil {
 			return err
 		}
@@ -348,9 +368,9 @@ func (x *exec) setThrottles(ctx context.Context, settle time.Duration, planKeys 
 			return err
 		}
 	}
-	kept, err := kafka.ApplyThrottles(ctx, x.l.c.Client, e.Throttles)
+	kept, err := th.ApplyThrottles(ctx, e.Throttles)
 	if err != nil {
-		return transient(fmt.Errorf("set throttles: %w", err))
+		return throttleErr(fmt.Errorf("set throttles: %w", err))
 	}
 	if fresh {
 		x.h.cfg.Metrics.ThrottlesSet(x.l.c.Name, len(e.Throttles)-len(kept))
@@ -378,14 +398,70 @@ func (x *exec) restoreThrottles(ctx context.Context, when string) error {
 	if len(e.Throttles) == 0 {
 		return nil
 	}
-	kept, err := kafka.RestoreThrottles(ctx, x.l.c.Client, e.Throttles)
+	th, err := x.throttler(ctx)
 	if err != nil {
-		return transient(fmt.Errorf("restore throttles: %w", err))
+		return err
+	}
+	kept, err := th.RestoreThrottles(ctx, e.Throttles)
+	if err != nil {
+		return throttleErr(fmt.Errorf("restore throttles: %w", err))
 	}
 	x.h.cfg.Metrics.ThrottlesRestored(x.l.c.Name, len(e.Throttles)-len(kept), len(kept))
 	keepThrottles(x, kept, when)
 	e.Throttles = nil
 	return x.op.Save(ctx)
+}
+
+// throttler is how the cluster's throttles are read and written, chosen for each step from
+// what the cluster has now (kafka.ChooseConfigs): its config znodes when the worker has the
+// cluster's ZooKeeper and /controller names no KRaft controller (the writes fenced by the
+// lease), else IncrementalAlterConfigs.
+func (x *exec) throttler(ctx context.Context) (kafka.Throttler, error) {
+	c := x.l.c
+	caps, err := kafka.Probe(ctx, c.Client)
+	if err != nil {
+		return kafka.Throttler{}, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+	}
+	zk, err := zkConfigs(c)
+	if err != nil {
+		return kafka.Throttler{}, err
+	}
+	mech, err := kafka.ChooseConfigs(caps, zk)
+	if err != nil {
+		return kafka.Throttler{}, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	th := kafka.Throttler{Client: c.Client, Mechanism: mech}
+	if mech == kafka.ConfigZnodes {
+		w, err := x.l.zkWriter()
+		if err != nil {
+			return kafka.Throttler{}, err
+		}
+		th.ZK, th.Chroot, th.Writer = c.ZK.Conn(), c.Chroot, w
+	}
+	return th, nil
+}
+
+// zkConfigs reports whether the cluster's throttles can go through its config znodes: the
+// worker has its ZooKeeper, and no KRaft controller owns it (a migration: it would ignore
+// them, and the brokers take their configs from it).
+func zkConfigs(c *Cluster) (bool, error) {
+	if c.ZK == nil {
+		return false, nil
+	}
+	ctrl, err := kafka.ReadController(c.ZK.Conn(), c.Chroot)
+	if err != nil {
+		return false, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+	}
+	return !ctrl.KRaft(), nil
+}
+
+// throttleErr marks a throttle failure transient, unless no retry can help: a broker that
+// hides a value, a KRaft controller, a mechanism the cluster lacks.
+func throttleErr(err error) error {
+	if errors.Is(err, kafka.ErrHiddenConfig) || errors.Is(err, kafka.ErrKRaftController) || errors.Is(err, kafka.ErrUnsupported) {
+		return err
+	}
+	return transient(err)
 }
 
 // keepThrottles records throttle keys found holding someone else's value (left alone) and

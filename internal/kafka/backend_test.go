@@ -209,7 +209,7 @@ func TestReorderRejectsChangeOfReplicaSet(t *testing.T) {
 
 // A cluster in a ZooKeeper migration (Kafka 3.4+) whose /controller names a KRaft
 // controller ignores ZooKeeper writes: both ZooKeeper strategies (reorders, elections,
-// replica-set changes) refuse to write, and write nothing. The
+// replica-set changes) and the config znodes refuse to write, and write nothing. The
 // cluster is a ZooKeeper tree of the test's own, with the /controller such a controller
 // writes.
 func TestZKWritesRefusedUnderKRaftController(t *testing.T) {
@@ -259,6 +259,11 @@ func TestZKWritesRefusedUnderKRaftController(t *testing.T) {
 	err := kafka.SubmitZKReassignment(t.Context(), sess.Conn(), root, held, map[kafka.TopicPartition][]int32{tp: {1, 2, 3, 4}})
 	if !errors.Is(err, kafka.ErrKRaftController) || !strings.Contains(err.Error(), "KRaft controller 3000") {
 		t.Errorf("replica-set change = %v, want ErrKRaftController naming controller 3000", err)
+	}
+	th := kafka.Throttler{Client: cl, Mechanism: kafka.ConfigZnodes, ZK: sess.Conn(), Chroot: root, Writer: held}
+	_, err = th.ApplyThrottles(t.Context(), []kafka.ThrottleKey{{Entity: kafka.EntityTopic, Name: "orders", Key: kafka.FollowerThrottledReplicas, Ours: "0:4"}})
+	if !errors.Is(err, kafka.ErrKRaftController) {
+		t.Errorf("config znode write = %v, want ErrKRaftController", err)
 	}
 	// Nothing was written: no admin znode, no notification, topic and config as they were.
 	for _, p := range []string{root + "/admin/reassign_partitions", root + "/admin/preferred_replica_election"} {
