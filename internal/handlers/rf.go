@@ -76,6 +76,7 @@ type rfTask struct {
 	h        *Handlers
 	c        *Cluster
 	strategy kafka.Strategy
+	caps     kafka.Capabilities // probed when the event is prepared (each attempt, each takeover)
 	req      plan.RFRequest
 	timeout  time.Duration
 	rate     int64
@@ -100,7 +101,7 @@ func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req
 	if err != nil {
 		return nil, err
 	}
-	t := &rfTask{h: h, c: c, strategy: strategy, job: job, log: log, timeout: o.Timeout, rate: o.Throttle,
+	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, job: job, log: log, timeout: o.Timeout, rate: o.Throttle,
 		req: plan.RFRequest{Topic: req.Topic, Partitions: req.Partitions, Factor: *req.ReplicationFactor, MinISR: minISR, AllowInternal: o.AllowInternal}}
 	if req.Timeout.Duration > 0 {
 		t.timeout = req.Timeout.Duration
@@ -126,8 +127,28 @@ func throttleable(c *Cluster, caps kafka.Capabilities, rate int64) error {
 	return nil
 }
 
+// rd reads the cluster with what it has: before Kafka 2.4 a reassignment runs until
+// /admin/reassign_partitions no longer lists it, whatever the metadata shows.
+func (t *rfTask) rd() kafka.Reader { return t.c.reader(t.caps) }
+
+// ours says whether an ongoing reassignment is this operation's: the journal lists it as
+// submitted, and it goes to the planned replicas.
+func ours(e *journal.Entry) func(kafka.TopicPartition, []int32) bool {
+	return func(tp kafka.TopicPartition, to []int32) bool {
+		if !e.Submitted(tp) {
+			return false
+		}
+		for _, ch := range e.Changes {
+			if ch.TopicPartition == tp {
+				return sameSet(to, ch.ReplicasAfter)
+			}
+		}
+		return false
+	}
+}
+
 func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client) // every topic: balance is cluster-wide
+	snap, err := t.rd().Snapshot(ctx) // every topic: balance is cluster-wide
 	if err != nil {
 		return nil, plan.Plan{}, transient(err)
 	}
@@ -136,7 +157,7 @@ func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
 }
 
 func (t *rfTask) start(ctx context.Context, x *exec) error {
-	if err := waitForeign(ctx, t.c, t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
+	if err := waitForeign(ctx, t.rd(), t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
 		return err
 	}
 	snap, p, err := planUntilUnblocked(ctx, 0, t.plan, t.log)
@@ -171,16 +192,17 @@ func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running)
 
 func classify(snap *kafka.Snapshot, e *journal.Entry) rfState {
 	var s rfState
+	mine := ours(e)
 	for _, ch := range e.Changes {
 		p, ok := snap.Partition(ch.TopicPartition)
 		switch {
 		case !ok:
 			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: "the partition no longer exists"})
-		case p.Reassigning() && e.Submitted(ch.TopicPartition) && sameSet(minus(p.Replicas, p.Removing), ch.ReplicasAfter):
+		case p.Reassigning() && mine(ch.TopicPartition, p.ReassigningTo()):
 			s.running = append(s.running, ch)
 		case p.Reassigning():
 			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
-				"under a reassignment started by someone else (adding %v, removing %v)", p.Adding, p.Removing)})
+				"under a reassignment started by someone else (%s)", p.Reassignment())})
 		case slices.Equal(p.Replicas, ch.ReplicasAfter):
 			s.done = append(s.done, ch)
 		case slices.Equal(p.Replicas, ch.ReplicasBefore):
@@ -211,7 +233,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 	ctx, cancel := context.WithDeadlineCause(ctx, e.Deadline, &timeoutError{t.timeout})
 	defer cancel()
 
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
+	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
 	if err != nil {
 		return stopped(ctx, transient(err))
 	}
@@ -236,7 +258,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 			}
 		}
 		if len(submit) > 0 {
-			if err := waitForeign(ctx, t.c, t.h.cfg.RF.ForeignWait, e.Submitted, t.log); err != nil {
+			if err := waitForeign(ctx, t.rd(), t.h.cfg.RF.ForeignWait, ours(e), t.log); err != nil {
 				return stopped(ctx, err)
 			}
 			for _, ch := range submit {
@@ -253,7 +275,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		}
 		x.hook(StepCopying)
 		for {
-			waiting, err := pendingMoves(ctx, t.c, batch)
+			waiting, err := pendingMoves(ctx, t.rd(), batch)
 			if err == nil && len(waiting) == 0 {
 				break
 			}
@@ -271,7 +293,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		return stopped(ctx, err)
 	}
 	skipped := skippedOf(st.skips)
-	now, err := observe(ctx, t.c, e.Changes, 30*time.Second, skipped, false)
+	now, err := observe(ctx, t.rd(), e.Changes, 30*time.Second, skipped, false)
 	if err != nil {
 		return stopped(ctx, err)
 	}
@@ -507,7 +529,12 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 // the throttles, and says what finished.
 func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	e := &x.op.Entry
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
+	caps, err := kafka.Probe(ctx, t.c.Client)
+	if err != nil {
+		return "", transient(fmt.Errorf("cluster %s: %w", t.c.Name, err))
+	}
+	t.caps = caps
+	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
 	if err != nil {
 		return "", transient(err)
 	}
@@ -523,7 +550,7 @@ func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	if err := t.restore(ctx, x); err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	changes, err := report(ctx, t.c, e.Changes, false)
+	changes, err := report(ctx, t.rd(), e.Changes, false)
 	if err != nil {
 		return strings.Join(parts, "; "), err
 	}
@@ -567,19 +594,23 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 
 // waitForeign waits until no reassignment runs on the cluster but ours (those ours
 // reports, from the journal), backing off, for at most wait; then it fails with the list
-// of those still running.
-func waitForeign(ctx context.Context, c *Cluster, wait time.Duration, ours func(kafka.TopicPartition) bool, log *zap.Logger) error {
+// of those still running. It lists them through the API (Kafka 2.4+) or, before, from
+// /admin/reassign_partitions.
+func waitForeign(ctx context.Context, rd kafka.Reader, wait time.Duration, ours func(kafka.TopicPartition, []int32) bool, log *zap.Logger) error {
 	end := time.Now().Add(wait)
 	delay := time.Second
 	for {
-		ongoing, err := kafka.ListReassignments(ctx, c.Client, nil)
+		ongoing, err := rd.Reassignments(ctx, nil)
+		if errors.Is(err, kafka.ErrUnsupported) {
+			return err
+		}
 		if err != nil {
 			return transient(err)
 		}
 		var list []string
 		for tp, r := range ongoing {
-			if ours == nil || !ours(tp) {
-				list = append(list, fmt.Sprintf("%s (adding %v, removing %v)", tp, r.Adding, r.Removing))
+			if ours == nil || !ours(tp, r.To()) {
+				list = append(list, fmt.Sprintf("%s (%s)", tp, r))
 			}
 		}
 		if len(list) == 0 {
@@ -636,10 +667,11 @@ func batchMoves(changes []plan.Change, max int) [][]plan.Change {
 	return batches
 }
 
-// pendingMoves lists the batch's partitions not yet at their target replicas (or still
-// being reassigned).
-func pendingMoves(ctx context.Context, c *Cluster, batch []plan.Change) ([]plan.Change, error) {
-	snap, err := kafka.ReadSnapshot(ctx, c.Client, topicsOf(batch)...)
+// pendingMoves lists the batch's partitions not yet at their target replicas, or still
+// being reassigned: before Kafka 2.4, still listed in /admin/reassign_partitions (the
+// metadata shows the target replicas from the start).
+func pendingMoves(ctx context.Context, rd kafka.Reader, batch []plan.Change) ([]plan.Change, error) {
+	snap, err := rd.Snapshot(ctx, topicsOf(batch)...)
 	if err != nil {
 		return batch, err
 	}

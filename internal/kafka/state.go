@@ -49,6 +49,15 @@ func (p Partition) Reassigning() bool {
 	return len(p.Adding) > 0 || len(p.Removing) > 0 || p.Target != nil
 }
 
+// ReassigningTo is the replica set an ongoing reassignment of the partition goes to: its
+// Target, or (Kafka 2.4+) its replicas but those it is removing; nil when none runs.
+func (p Partition) ReassigningTo() []int32 {
+	if p.Target != nil || !p.Reassigning() {
+		return p.Target
+	}
+	return minusInt32(p.Replicas, p.Removing)
+}
+
 // Reassignment describes the partition's ongoing reassignment, for messages: "adding [3],
 // removing []" (Kafka 2.4+), or "to [1 2 3], removing [] (/admin/reassign_partitions)".
 func (p Partition) Reassignment() string {
@@ -328,6 +337,14 @@ func topicNames(m map[string][]Partition) []string {
 type Reassignment struct {
 	Replicas, Adding, Removing []int32
 	Target                     []int32
+}
+
+// To is the replica set the reassignment goes to.
+func (r Reassignment) To() []int32 {
+	if r.Target != nil {
+		return r.Target
+	}
+	return minusInt32(r.Replicas, r.Removing)
 }
 
 // String describes the reassignment for messages.

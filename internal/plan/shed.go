@@ -133,7 +133,7 @@ func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
 				} else if req.WaitBlocked {
 					plan.Blocked = append(plan.Blocked, p.TopicPartition)
 				} else {
-					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing), Code: SkipReassigning})
+					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (%s)", p.Reassignment()), Code: SkipReassigning})
 				}
 				continue
 			}
