@@ -163,6 +163,9 @@ const (
 	StepCopying         = "copying"          // a batch of reassignments is submitted and copying
 	StepBeforeResult    = "before-result"    // the outcome is journaled as done; result not published
 	StepResultPublished = "result-published" // the result is stored; the journal entry not deleted
+	// StepAwaitingReassignments: a final failure's result is published; the reassignments
+	// it left running (the cluster cannot cancel them) are being waited for, throttles set.
+	StepAwaitingReassignments = "awaiting-reassignments"
 )
 
 // OverloadedOptions tunes broker-overloaded.

@@ -526,7 +526,10 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 }
 
 // rollback cancels our reassignments still running (the replica sets go back), restores
-// the throttles, and says what finished.
+// the throttles, and says what finished. A cluster that cannot cancel (Kafka before 2.4:
+// no KIP-455; asked again now, a rolling upgrade may have come since the event began)
+// leaves them running to their end: the entry is kept, at StepAwaiting, with the throttles
+// they need, and awaitDetached restores those once they have ended.
 func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	e := &x.op.Entry
 	caps, err := kafka.Probe(ctx, t.c.Client)
@@ -540,6 +543,21 @@ func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	}
 	st := classify(snap, e)
 	var parts []string
+	if len(st.running) > 0 && !caps.AlterPartitionAssignment {
+		parts = append(parts, fmt.Sprintf("%d reassignments still running, which Kafka before 2.4 cannot cancel (%s): they run to their end; "+
+			"the throttles stay until then, and are restored then", len(st.running), strings.Join(tpsOf(st.running), ", ")),
+			fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
+		e.Step = journal.StepAwaiting
+		if err := x.op.Save(ctx); err != nil {
+			return strings.Join(parts, "; "), err
+		}
+		changes, err := report(ctx, t.rd(), st.done, false)
+		if err != nil {
+			return strings.Join(parts, "; "), err
+		}
+		x.res.Changes = changes
+		return strings.Join(parts, "; "), nil
+	}
 	if len(st.running) > 0 {
 		if err := cancelMoves(ctx, t.c, st.running); err != nil {
 			return "", fmt.Errorf("cancel %d unfinished reassignments: %w", len(st.running), err)
@@ -556,6 +574,45 @@ func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	}
 	x.res.Changes = changes
 	return strings.Join(parts, "; "), nil
+}
+
+// awaitDetached finishes an operation that a final failure left at StepAwaiting (its result
+// is published): it waits, the lock held, until the reassignments it left running have
+// ended (no longer in /admin/reassign_partitions), however long they take — on a cluster
+// that cannot cancel them, no other reassignment could run meanwhile anyway — then puts
+// its throttles back (compare-and-restore). The caller deletes the entry. It returns
+// early, writing nothing, when ctx ends (shutdown, lost lock): the next holder of the lock
+// calls it again.
+func (t *rfTask) awaitDetached(ctx context.Context, x *exec) error {
+	e := &x.op.Entry
+	var last []string
+	for {
+		snap, err := t.rd().Snapshot(ctx, t.req.Topic)
+		if err == nil {
+			st := classify(snap, e)
+			if len(st.running) == 0 {
+				break
+			}
+			if now := tpsOf(st.running); !slices.Equal(now, last) {
+				x.log.Info("waiting for our reassignments, which this cluster cannot cancel, to end before restoring the throttles",
+					zap.Strings("partitions", now), zap.Int("throttles", len(e.Throttles)))
+				last = now
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(t.h.cfg.RF.Poll):
+		}
+	}
+	if err := t.restore(ctx, x); err != nil {
+		return err
+	}
+	for _, n := range e.Notes {
+		x.log.Info("after the result", zap.String("note", n))
+	}
+	x.log.Info("reassignments ended; throttles restored", zap.String("event", e.Event))
+	return nil
 }
 
 func minus(a, b []int32) []int32 {
