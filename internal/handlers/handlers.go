@@ -450,7 +450,7 @@ func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy,
 		return "", caps, reject("cluster %s: %v", c.Name, err)
 	}
 	if strategy == kafka.StrategyZKReassign || strategy == kafka.StrategyZKNudge {
-		err := kafka.CheckZKController(c.ZK.Conn(), c.Chroot)
+		err := kafka.CheckZKController(ctx, c.ZK.Conn(), c.Chroot)
 		if errors.Is(err, kafka.ErrKRaftController) {
 			return "", caps, reject("cluster %s: strategy %s: %v", c.Name, strategy, err)
 		}

@@ -444,7 +444,7 @@ func (x *exec) throttler(ctx context.Context) (kafka.Throttler, error) {
 	if err != nil {
 		return kafka.Throttler{}, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
 	}
-	zk, err := zkConfigs(c)
+	zk, err := zkConfigs(ctx, c)
 	if err != nil {
 		return kafka.Throttler{}, err
 	}
@@ -466,11 +466,11 @@ func (x *exec) throttler(ctx context.Context) (kafka.Throttler, error) {
 // zkConfigs reports whether the cluster's throttles can go through its config znodes: the
 // worker has its ZooKeeper, and no KRaft controller owns it (a migration: it would ignore
 // them, and the brokers take their configs from it).
-func zkConfigs(c *Cluster) (bool, error) {
+func zkConfigs(ctx context.Context, c *Cluster) (bool, error) {
 	if c.ZK == nil {
 		return false, nil
 	}
-	ctrl, err := kafka.ReadController(c.ZK.Conn(), c.Chroot)
+	ctrl, err := kafka.WaitController(ctx, c.ZK.Conn(), c.Chroot)
 	if err != nil {
 		return false, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
 	}

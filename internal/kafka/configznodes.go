@@ -161,7 +161,7 @@ func writeConfigZnodes(ctx context.Context, conn ZKReader, chroot string, w Fenc
 	if len(writes) == 0 {
 		return nil
 	}
-	if err := CheckZKController(conn, chroot); err != nil {
+	if err := CheckZKController(ctx, conn, chroot); err != nil {
 		return err
 	}
 	byResource := map[resourceRef][]configWrite{}

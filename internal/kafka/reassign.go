@@ -51,7 +51,7 @@ func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w F
 		return err
 	}
 	p := ReassignPath(chroot)
-	if err := CheckZKController(conn, chroot); err != nil {
+	if err := CheckZKController(ctx, conn, chroot); err != nil {
 		return fmt.Errorf("create %s: %w", p, err)
 	}
 	if ok, _, err := conn.Exists(p); err != nil {

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 )
@@ -154,7 +156,7 @@ func TestControllerGolden(t *testing.T) {
 		if c.BrokerID != tc.id || c.KRaft() != tc.kraft {
 			t.Errorf("%s: broker %d kraft %v, want %d %v", tc.file, c.BrokerID, c.KRaft(), tc.id, tc.kraft)
 		}
-		err = CheckZKController(fakeZK{"/legacy/controller": string(data)}, "/legacy")
+		err = CheckZKController(t.Context(), fakeZK{"/legacy/controller": string(data)}, "/legacy")
 		if tc.kraft != errors.Is(err, ErrKRaftController) || !tc.kraft && err != nil {
 			t.Errorf("%s: CheckZKController = %v", tc.file, err)
 		}
@@ -162,7 +164,9 @@ func TestControllerGolden(t *testing.T) {
 			t.Errorf("%s: %v does not name the controller", tc.file, err)
 		}
 	}
-	if err := CheckZKController(fakeZK{}, "/legacy"); !errors.Is(err, ErrNoController) {
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	if err := CheckZKController(ctx, fakeZK{}, "/legacy"); !errors.Is(err, ErrNoController) {
 		t.Errorf("no /controller: %v, want ErrNoController", err)
 	}
 	if _, err := ParseController([]byte(`{"brokerid":1}`)); err == nil {

@@ -145,7 +145,7 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 			owner, _, _ := b.cfg.Conn.Get(p)
 			return fmt.Errorf("%s exists (someone else's: %s) after waiting %s: %w", p, truncate(owner, 300), b.cfg.ForeignWait, ErrReassignmentInProgress)
 		}
-		if err := CheckZKController(b.cfg.Conn, b.cfg.Chroot); err != nil {
+		if err := CheckZKController(ctx, b.cfg.Conn, b.cfg.Chroot); err != nil {
 			return fmt.Errorf("create %s: %w", p, err)
 		}
 		_, err := b.cfg.Writer.Multi(ctx, &zk.CreateRequest{Path: p, Data: data, Acl: zk.WorldACL(zk.PermAll)})
@@ -360,10 +360,11 @@ func ParseController(data []byte) (*Controller, error) {
 
 // CheckZKController is the guard of every ZooKeeper write that a controller acts on
 // (/admin/…, topic and config znodes): it fails with ErrKRaftController when /controller
-// names a KRaft controller, which ignores them, and with ErrNoController (transient) while
-// no controller is elected, when the next one could be either.
-func CheckZKController(conn ZKReader, chroot string) error {
-	c, err := ReadController(conn, chroot)
+// names a KRaft controller, which ignores them. While no controller is elected (the next
+// one could be either) it waits for one (WaitController), then fails with ErrNoController
+// (transient).
+func CheckZKController(ctx context.Context, conn ZKReader, chroot string) error {
+	c, err := WaitController(ctx, conn, chroot)
 	if err != nil {
 		return err
 	}
@@ -376,6 +377,28 @@ func CheckZKController(conn ZKReader, chroot string) error {
 // ErrNoController: no controller is elected right now (transient: it carries package
 // retry's marker).
 var ErrNoController error = retry.Transient(errors.New("no controller is elected right now"))
+
+// controllerWait bounds how long WaitController waits for a controller to be elected: a
+// failover takes a moment.
+const controllerWait = 10 * time.Second
+
+// WaitController reads /controller, and reads it again while no controller is elected, for
+// up to 10 seconds (or ctx); then it fails with ErrNoController.
+func WaitController(ctx context.Context, conn ZKReader, chroot string) (*Controller, error) {
+	ctx, cancel := context.WithTimeout(ctx, controllerWait)
+	defer cancel()
+	for {
+		c, err := ReadController(conn, chroot)
+		if !errors.Is(err, ErrNoController) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
 
 // ReadController reads /controller.
 func ReadController(conn ZKReader, chroot string) (_ *Controller, err error) {
