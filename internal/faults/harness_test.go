@@ -115,7 +115,7 @@ func (r *rig) config(name string) string {
 	// (the key-value lock), so that the crash tests cover both lock backends.
 	zk := "    lock: {backend: nats}\n"
 	if c.Mode == stack.ModeZooKeeper {
-		zk = "    zookeeper: " + r.zk + stack.KafkaChroot + "\n"
+		zk = "    zookeeper: " + r.zk + c.Chroot + "\n"
 	}
 	return fmt.Sprintf(`worker:
   id: %s
@@ -357,13 +357,13 @@ func (r *rig) topic(prefix string, assignment [][]int32, perPartition int, confi
 // partitions reads a topic's partitions.
 func (r *rig) partitions(topic string) []kafka.Partition {
 	r.t.Helper()
-	return testenv.Partitions(r.t, r.cl, topic)
+	return r.env.Partitions(r.t, r.real, r.cl, topic)
 }
 
 // outcome: see testenv.CheckOutcome.
 func (r *rig) outcome(res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
 	r.t.Helper()
-	testenv.CheckOutcome(r.t, r.cl, res, topic, before, want, leaders)
+	r.env.CheckOutcome(r.t, r.real, r.cl, res, topic, before, want, leaders)
 }
 
 // noLeftovers: see testenv.CheckNoLeftovers; topicThrottles are the topic throttle values

@@ -114,6 +114,16 @@ type Cluster struct {
 	Strategy kafka.Strategy // the configured default
 }
 
+// reader reads the cluster with what it has (caps): its ongoing reassignments through the
+// API (Kafka 2.4+), else from /admin/reassign_partitions in its ZooKeeper.
+func (c *Cluster) reader(caps kafka.Capabilities) kafka.Reader {
+	r := kafka.Reader{Client: c.Client, Caps: caps, Chroot: c.Chroot}
+	if c.ZK != nil {
+		r.ZK = c.ZK.Conn()
+	}
+	return r
+}
+
 // Config configures the handlers. It is copied and completed with defaults by New; the
 // handlers never change it afterwards, so they are safe for concurrent use.
 type Config struct {
@@ -153,6 +163,9 @@ const (
 	StepCopying         = "copying"          // a batch of reassignments is submitted and copying
 	StepBeforeResult    = "before-result"    // the outcome is journaled as done; result not published
 	StepResultPublished = "result-published" // the result is stored; the journal entry not deleted
+	// StepAwaitingReassignments: a final failure's result is published; the reassignments
+	// it left running (the cluster cannot cancel them) are being waited for, throttles set.
+	StepAwaitingReassignments = "awaiting-reassignments"
 )
 
 // OverloadedOptions tunes broker-overloaded.
@@ -409,12 +422,14 @@ func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited t
 			continue
 		}
 		out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
-			"under reassignment (adding %v, removing %v), still after waiting %s", p.Adding, p.Removing, waited)})
+			"under reassignment (%s), still after waiting %s", p.Reassignment(), waited)})
 	}
 	return out
 }
 
-// strategyFor resolves the strategy of a request: the event's, else the cluster's.
+// strategyFor resolves the strategy of a request: the event's, else the cluster's. A
+// ZooKeeper strategy is refused (rejected: nothing was written) when /controller names a
+// KRaft controller: the cluster is being migrated, and would ignore the znodes.
 func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy, kafka.Capabilities, error) {
 	want := c.Strategy
 	if asked != "" {
@@ -433,6 +448,15 @@ func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy,
 	strategy, err := kafka.Choose(want, caps, c.ZK != nil)
 	if err != nil {
 		return "", caps, reject("cluster %s: %v", c.Name, err)
+	}
+	if strategy == kafka.StrategyZKReassign || strategy == kafka.StrategyZKNudge {
+		err := kafka.CheckZKController(ctx, c.ZK.Conn(), c.Chroot)
+		if errors.Is(err, kafka.ErrKRaftController) {
+			return "", caps, reject("cluster %s: strategy %s: %v", c.Name, strategy, err)
+		}
+		if err != nil {
+			return "", caps, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+		}
 	}
 	return strategy, caps, nil
 }

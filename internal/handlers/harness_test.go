@@ -178,7 +178,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	}
 	hc := &handlers.Cluster{Name: f.alias, Client: cl, Locker: locks.ZK(lk), Strategy: f.strategy}
 	if c.Mode == stack.ModeZooKeeper {
-		hc.ZK, hc.Chroot = sess, stack.KafkaChroot
+		hc.ZK, hc.Chroot = sess, c.Chroot
 	}
 	log := zaptest.NewLogger(t).Named(worker)
 	cfg := handlers.Config{

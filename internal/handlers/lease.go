@@ -68,9 +68,12 @@ func (l *lease) release(log *zap.Logger) {
 }
 
 // acquire takes the cluster's lock for the job. When another worker finished the same
-// event meanwhile, it returns that result to replay instead. While the lock holder is
-// finishing this very event's operation (it took it over from the journal), it keeps
-// waiting rather than failing as busy: the result will come from there.
+// event meanwhile, it returns that result to replay instead, and no lease, unless the
+// journal entry of the event awaits reassignments it left running (StepAwaiting: its
+// worker stopped during that wait): then the lease too, for the caller to finish that
+// first. While the lock holder is finishing this very event's operation (it took it over
+// from the journal), it keeps waiting rather than failing as busy: the result will come
+// from there.
 func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, log *zap.Logger) (*lease, *events.Result, error) {
 	var held locks.Lease
 	waited := h.cfg.Metrics.WaitingForLock(c.Name)
@@ -100,11 +103,16 @@ func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, l
 	l := &lease{c: c, held: held, ctx: lctx, delivery: ctx, stop: func() { stop(); cancel(nil) }}
 	earlier, ok, err := job.Earlier(lctx)
 	if err != nil || ok {
+		if err == nil {
+			earlier.Replayed = true
+			if rec, e := h.cfg.Journal.Get(lctx, c.Name); e == nil && rec != nil && rec.Event == job.Event.ID && rec.Step == journal.StepAwaiting {
+				return l, earlier, nil
+			}
+		}
 		l.release(log)
 		if err != nil {
 			return nil, nil, err
 		}
-		earlier.Replayed = true
 		return nil, earlier, nil
 	}
 	return l, nil, nil
@@ -180,6 +188,16 @@ func (h *Handlers) locked(ctx context.Context, job *pipeline.Job, c *Cluster, t 
 		return res, err
 	}
 	if replay != nil {
+		if l != nil {
+			// Its worker stopped while waiting for reassignments that the cluster cannot
+			// cancel: wait for them here, and restore the throttles, before answering.
+			if rec, err := h.cfg.Journal.Get(l.ctx, c.Name); err == nil && rec != nil && rec.Event == job.Event.ID {
+				if err := h.takeOver(l, job, rec, log); err != nil {
+					log.Warn("the reassignments it left outlive this worker's hold of the lock; the next holder restores the throttles", zap.Error(err))
+				}
+			}
+			l.release(log)
+		}
 		log.Info("event already handled; replaying its result", zap.String("status", string(replay.Status)))
 		return replay, nil
 	}
@@ -270,7 +288,10 @@ func (x *exec) rollbackAndReport(ctx context.Context) (string, error) {
 }
 
 // publish stores the result of a journaled operation while the lock is held, then deletes
-// the journal entry.
+// the journal entry. An entry at StepAwaiting (reassignments left running that the
+// cluster cannot cancel) is deleted only once they have ended and the throttles are put
+// back: this worker waits for that after the result, the lock held, so that nothing of
+// ours is left; if it stops first, the next holder of the lock does it.
 func (x *exec) publish() (*events.Result, error) {
 	ctx, cancel := x.l.writeCtx(cleanupTimeout)
 	defer cancel()
@@ -282,8 +303,11 @@ func (x *exec) publish() (*events.Result, error) {
 	if e.Nudge != nil && e.Nudge.FailoverStarted {
 		x.res.ControllerFailover = true
 	}
-	if err := x.save(ctx, journal.StepDone); err != nil {
-		return x.res, err
+	awaiting := e.Step == journal.StepAwaiting
+	if !awaiting {
+		if err := x.save(ctx, journal.StepDone); err != nil {
+			return x.res, err
+		}
 	}
 	x.hook(StepBeforeResult)
 	stored, published, err := x.job.Publish(ctx, x.res)
@@ -294,11 +318,38 @@ func (x *exec) publish() (*events.Result, error) {
 		x.log.Info("a result was stored already for this event; keeping it", zap.String("status", string(stored.Status)))
 	}
 	x.hook(StepResultPublished)
+	if awaiting {
+		if err := x.awaitDetached(x.l.ctx); err != nil {
+			x.log.Info("stopped waiting for the reassignments left running; the next holder of the lock restores the throttles once they end", zap.Error(err))
+		}
+		return stored, nil
+	}
 	if err := x.op.Delete(ctx); err != nil {
 		// The next holder finds the entry with the result stored and deletes it.
 		x.log.Warn("delete the journal entry", zap.Error(err))
 	}
 	return stored, nil
+}
+
+// detachable is a task whose operation can outlive its result (StepAwaiting).
+type detachable interface {
+	awaitDetached(ctx context.Context, x *exec) error
+}
+
+// awaitDetached lets the task finish what it left running past its result, then deletes the
+// journal entry.
+func (x *exec) awaitDetached(ctx context.Context) error {
+	d, ok := x.t.(detachable)
+	if !ok {
+		return fmt.Errorf("journal entry of event %s is at step %s, which %s operations never reach", x.op.Entry.Event, journal.StepAwaiting, x.op.Entry.Type)
+	}
+	x.hook(StepAwaitingReassignments)
+	if err := d.awaitDetached(ctx, x); err != nil {
+		return err
+	}
+	dctx, cancel := x.l.writeCtx(cleanupTimeout)
+	defer cancel()
+	return x.op.Delete(dctx)
 }
 
 // takeOver resolves the journal entry rec of another event, left by a holder that is gone
@@ -332,6 +383,13 @@ func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, lo
 		return err
 	}
 	x := &exec{h: h, l: l, job: xjob, t: t, op: op, res: xres, log: xlog}
+	if done && rec.Step == journal.StepAwaiting {
+		log.Info("its result is stored; it left reassignments running that the cluster cannot cancel: waiting for them to end, to restore its throttles")
+		if err := x.awaitDetached(ctx); err != nil {
+			return transient(fmt.Errorf("wait for its reassignments to end: %w", err))
+		}
+		return nil
+	}
 	if done {
 		if rec.Step != journal.StepDone {
 			log.Warn("its result is stored but its holder gave up before finishing: rolling back what it left", zap.String("status", string(earlier.Status)))
@@ -357,14 +415,35 @@ var _ pipeline.Finisher = (*Handlers)(nil)
 
 // Replayed implements pipeline.Finisher: after a replay, a journal entry of the event whose
 // operation was over (its holder died after storing the result, before deleting the entry)
-// is deleted.
+// is deleted; one that awaits reassignments its operation left running (its holder died
+// during that wait, after storing the result) is finished under the lock: the wait, then
+// the throttles put back, then the entry deleted.
 func (h *Handlers) Replayed(ctx context.Context, job *pipeline.Job) {
 	ev := job.Event
-	if _, ok := h.cfg.Clusters[ev.Cluster]; !ok {
+	c, ok := h.cfg.Clusters[ev.Cluster]
+	if !ok {
 		return
 	}
 	rec, err := h.cfg.Journal.Get(ctx, ev.Cluster)
-	if err != nil || rec == nil || rec.Event != ev.ID || rec.Step != journal.StepDone {
+	if err != nil || rec == nil || rec.Event != ev.ID {
+		return
+	}
+	if rec.Step == journal.StepAwaiting {
+		log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
+		l, _, err := h.acquire(ctx, c, job, log)
+		if err != nil || l == nil {
+			log.Info("finish the wait for the reassignments the event left running: not now", zap.Error(err))
+			return
+		}
+		defer l.release(log)
+		if rec, err = h.cfg.Journal.Get(l.ctx, c.Name); err == nil && rec != nil && rec.Event == ev.ID {
+			if err := h.takeOver(l, job, rec, log); err != nil {
+				log.Info("the reassignments the event left running outlive this worker's hold of the lock", zap.Error(err))
+			}
+		}
+		return
+	}
+	if rec.Step != journal.StepDone {
 		return
 	}
 	if err := h.cfg.Journal.Forget(ctx, rec); err != nil {
@@ -394,6 +473,9 @@ func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string
 	}
 	l, replay, err := h.acquire(ctx, c, job, log)
 	if err != nil || replay != nil {
+		if l != nil {
+			l.release(log) // the next delivery replays it and finishes what it awaits
+		}
 		return replay, err
 	}
 	defer l.release(log)

@@ -66,7 +66,7 @@ type logDirTask struct {
 	summary string // what the last plan found, for the result's note
 }
 
-func (h *Handlers) newLogDir(_ context.Context, _ *pipeline.Job, c *Cluster, req *events.LogDirMove, res *events.Result, log *zap.Logger) (task, error) {
+func (h *Handlers) newLogDir(ctx context.Context, _ *pipeline.Job, c *Cluster, req *events.LogDirMove, res *events.Result, log *zap.Logger) (task, error) {
 	o := h.cfg.LogDir
 	t := &logDirTask{h: h, c: c, log: log, timeout: o.Timeout, rate: o.Throttle,
 		req: plan.LogDirRequest{Broker: *req.Broker, From: req.FromDir, To: req.ToDir, Tolerance: *o.Tolerance, Protected: h.protected()}}
@@ -79,6 +79,15 @@ func (h *Handlers) newLogDir(_ context.Context, _ *pipeline.Job, c *Cluster, req
 	}
 	if req.ThrottleBytesPerSec > 0 {
 		t.rate = req.ThrottleBytesPerSec
+	}
+	if t.rate > 0 {
+		caps, err := kafka.Probe(ctx, c.Client)
+		if err != nil {
+			return nil, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+		}
+		if err := throttleable(c, caps, t.rate); err != nil {
+			return nil, err
+		}
 	}
 	return t, nil
 }
@@ -462,13 +471,10 @@ func (t *logDirTask) submit(ctx context.Context, broker int32, moves []plan.Chan
 
 // throttle sets the broker's log-dir copy throttle (see setThrottles).
 func (t *logDirTask) throttle(ctx context.Context, x *exec, broker int32) error {
-	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, func() ([]kafka.ThrottleKey, error) {
-		if t.rate <= 0 {
-			return nil, nil
-		}
-		keys, err := kafka.PlanBrokerThrottle(ctx, t.c.Client, broker, kafka.AlterLogDirsThrottledRate, t.rate)
+	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
+		keys, err := th.PlanBrokerThrottle(ctx, broker, kafka.AlterLogDirsThrottledRate, t.rate)
 		if err != nil {
-			return nil, transient(fmt.Errorf("read throttles: %w", err))
+			return nil, throttleErr(fmt.Errorf("read throttles: %w", err))
 		}
 		return keys, nil
 	})

@@ -66,7 +66,7 @@ func (t *overloadedTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, 
 			req.Avoid = append(req.Avoid, b)
 		}
 	}
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client) // every topic: balance is cluster-wide
+	snap, err := t.rd().Snapshot(ctx) // every topic: balance is cluster-wide
 	if err != nil {
 		return nil, plan.Plan{}, transient(err)
 	}

@@ -34,7 +34,7 @@ func (h *Handlers) newPreferred(ctx context.Context, _ *pipeline.Job, c *Cluster
 }
 
 func (t *preferredTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
+	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
 	if err != nil {
 		return nil, plan.Plan{}, transient(err)
 	}

@@ -43,6 +43,9 @@ type reorderOp struct {
 	batch    int // partitions per election request; 0: all in one
 }
 
+// rd reads the cluster with what it has (reassignments before 2.4 from the znode).
+func (r *reorderOp) rd() kafka.Reader { return r.c.reader(r.caps) }
+
 // backend builds the strategy's backend: ZooKeeper writes are fenced by the lease's lock,
 // and zk-nudge keeps its progress in the journal entry.
 func (r *reorderOp) backend(x *exec) (kafka.Reorderer, error) {
@@ -84,7 +87,7 @@ func remaining(snap *kafka.Snapshot, planned []plan.Change) ([]plan.Change, []pl
 			// done
 		case p.Reassigning():
 			skips = append(skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
-				"under reassignment by someone else since the plan (adding %v, removing %v)", p.Adding, p.Removing)})
+				"under reassignment by someone else since the plan (%s)", p.Reassignment())})
 		case slices.Equal(p.Replicas, ch.ReplicasAfter) || slices.Equal(p.Replicas, ch.ReplicasBefore):
 			todo = append(todo, plan.Change{TopicPartition: ch.TopicPartition, ReplicasBefore: p.Replicas, ReplicasAfter: ch.ReplicasAfter,
 				LeaderBefore: p.Leader, LeaderAfter: ch.LeaderAfter})
@@ -107,7 +110,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	snap, err := kafka.ReadSnapshot(ctx, r.c.Client, topicsOf(e.Changes)...)
+	snap, err := r.rd().Snapshot(ctx, topicsOf(e.Changes)...)
 	if err != nil {
 		return 0, transient(err)
 	}
@@ -159,7 +162,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	for tp := range electErrs {
 		skipped[tp] = true
 	}
-	now, err := observe(ctx, r.c, e.Changes, r.h.cfg.VerifyTimeout, skipped, true)
+	now, err := observe(ctx, r.rd(), e.Changes, r.h.cfg.VerifyTimeout, skipped, true)
 	if err != nil {
 		return 0, err
 	}
@@ -175,7 +178,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 			return 0, fmt.Errorf("put the order back where the election failed: %w", err)
 		}
 		putBack = true
-		if now, err = observe(ctx, r.c, e.Changes, r.h.cfg.VerifyTimeout, skipped, true); err != nil {
+		if now, err = observe(ctx, r.rd(), e.Changes, r.h.cfg.VerifyTimeout, skipped, true); err != nil {
 			return 0, err
 		}
 	}
@@ -230,7 +233,7 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 			done = append(done, fmt.Sprintf("left %v: changed by someone else since our write", kept))
 		}
 	}
-	snap, err := kafka.ReadSnapshot(ctx, r.c.Client, topicsOf(e.Changes)...)
+	snap, err := r.rd().Snapshot(ctx, topicsOf(e.Changes)...)
 	if err != nil {
 		return strings.Join(done, "; "), transient(err)
 	}
@@ -249,7 +252,7 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 		}
 		done = append(done, fmt.Sprintf("replica order put back on %d partitions whose election had not taken effect", len(back)))
 	}
-	changes, err := report(ctx, r.c, e.Changes, true)
+	changes, err := report(ctx, r.rd(), e.Changes, true)
 	if err != nil {
 		return strings.Join(done, "; "), err
 	}
@@ -303,12 +306,12 @@ func (r *reorderOp) apply(ctx context.Context, log *zap.Logger, op func(ctx cont
 //
 // With leaders false only the replica lists are compared (replication-factor changes do
 // not move leadership, but a broker restart may).
-func observe(ctx context.Context, c *Cluster, planned []plan.Change, timeout time.Duration, skip map[kafka.TopicPartition]bool, leaders bool) (map[kafka.TopicPartition]kafka.Partition, error) {
+func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeout time.Duration, skip map[kafka.TopicPartition]bool, leaders bool) (map[kafka.TopicPartition]kafka.Partition, error) {
 	deadline := time.Now().Add(timeout)
 	names := topicsOf(planned)
 	var last map[kafka.TopicPartition]kafka.Partition
 	for {
-		snap, err := kafka.ReadSnapshot(ctx, c.Client, names...)
+		snap, err := rd.Snapshot(ctx, names...)
 		if err == nil {
 			last = map[kafka.TopicPartition]kafka.Partition{}
 			done := true
@@ -364,8 +367,8 @@ func changedFrom(planned []plan.Change, now map[kafka.TopicPartition]kafka.Parti
 }
 
 // report reads the planned partitions once and returns the changes they show.
-func report(ctx context.Context, c *Cluster, planned []plan.Change, leaders bool) ([]plan.Change, error) {
-	now, err := observe(ctx, c, planned, 0, allOf(planned), leaders)
+func report(ctx context.Context, rd kafka.Reader, planned []plan.Change, leaders bool) ([]plan.Change, error) {
+	now, err := observe(ctx, rd, planned, 0, allOf(planned), leaders)
 	if err != nil {
 		return nil, err
 	}

@@ -76,6 +76,7 @@ type rfTask struct {
 	h        *Handlers
 	c        *Cluster
 	strategy kafka.Strategy
+	caps     kafka.Capabilities // probed when the event is prepared (each attempt, each takeover)
 	req      plan.RFRequest
 	timeout  time.Duration
 	rate     int64
@@ -85,7 +86,7 @@ type rfTask struct {
 
 func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (task, error) {
 	o := h.cfg.RF
-	strategy, _, err := strategyFor(ctx, c, req.Strategy)
+	strategy, caps, err := strategyFor(ctx, c, req.Strategy)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req
 	if err != nil {
 		return nil, err
 	}
-	t := &rfTask{h: h, c: c, strategy: strategy, job: job, log: log, timeout: o.Timeout, rate: o.Throttle,
+	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, job: job, log: log, timeout: o.Timeout, rate: o.Throttle,
 		req: plan.RFRequest{Topic: req.Topic, Partitions: req.Partitions, Factor: *req.ReplicationFactor, MinISR: minISR, AllowInternal: o.AllowInternal}}
 	if req.Timeout.Duration > 0 {
 		t.timeout = req.Timeout.Duration
@@ -108,11 +109,46 @@ func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req
 	if req.ThrottleBytesPerSec > 0 {
 		t.rate = req.ThrottleBytesPerSec
 	}
+	if err := throttleable(c, caps, t.rate); err != nil {
+		return nil, err
+	}
 	return t, nil
 }
 
+// throttleable rejects a change that asks for a throttle the cluster cannot have set and
+// put back safely (kafka.ChooseConfigs).
+func throttleable(c *Cluster, caps kafka.Capabilities, rate int64) error {
+	if rate <= 0 {
+		return nil
+	}
+	if _, err := kafka.ChooseConfigs(caps, c.ZK != nil); err != nil {
+		return reject("cluster %s: %v", c.Name, err)
+	}
+	return nil
+}
+
+// rd reads the cluster with what it has: before Kafka 2.4 a reassignment runs until
+// /admin/reassign_partitions no longer lists it, whatever the metadata shows.
+func (t *rfTask) rd() kafka.Reader { return t.c.reader(t.caps) }
+
+// ours says whether an ongoing reassignment is this operation's: the journal lists it as
+// submitted, and it goes to the planned replicas.
+func ours(e *journal.Entry) func(kafka.TopicPartition, []int32) bool {
+	return func(tp kafka.TopicPartition, to []int32) bool {
+		if !e.Submitted(tp) {
+			return false
+		}
+		for _, ch := range e.Changes {
+			if ch.TopicPartition == tp {
+				return sameSet(to, ch.ReplicasAfter)
+			}
+		}
+		return false
+	}
+}
+
 func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client) // every topic: balance is cluster-wide
+	snap, err := t.rd().Snapshot(ctx) // every topic: balance is cluster-wide
 	if err != nil {
 		return nil, plan.Plan{}, transient(err)
 	}
@@ -121,7 +157,7 @@ func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
 }
 
 func (t *rfTask) start(ctx context.Context, x *exec) error {
-	if err := waitForeign(ctx, t.c, t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
+	if err := waitForeign(ctx, t.rd(), t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
 		return err
 	}
 	snap, p, err := planUntilUnblocked(ctx, 0, t.plan, t.log)
@@ -156,16 +192,17 @@ func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running)
 
 func classify(snap *kafka.Snapshot, e *journal.Entry) rfState {
 	var s rfState
+	mine := ours(e)
 	for _, ch := range e.Changes {
 		p, ok := snap.Partition(ch.TopicPartition)
 		switch {
 		case !ok:
 			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: "the partition no longer exists"})
-		case p.Reassigning() && e.Submitted(ch.TopicPartition) && sameSet(minus(p.Replicas, p.Removing), ch.ReplicasAfter):
+		case p.Reassigning() && mine(ch.TopicPartition, p.ReassigningTo()):
 			s.running = append(s.running, ch)
 		case p.Reassigning():
 			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
-				"under a reassignment started by someone else (adding %v, removing %v)", p.Adding, p.Removing)})
+				"under a reassignment started by someone else (%s)", p.Reassignment())})
 		case slices.Equal(p.Replicas, ch.ReplicasAfter):
 			s.done = append(s.done, ch)
 		case slices.Equal(p.Replicas, ch.ReplicasBefore):
@@ -196,7 +233,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 	ctx, cancel := context.WithDeadlineCause(ctx, e.Deadline, &timeoutError{t.timeout})
 	defer cancel()
 
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
+	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
 	if err != nil {
 		return stopped(ctx, transient(err))
 	}
@@ -221,7 +258,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 			}
 		}
 		if len(submit) > 0 {
-			if err := waitForeign(ctx, t.c, t.h.cfg.RF.ForeignWait, e.Submitted, t.log); err != nil {
+			if err := waitForeign(ctx, t.rd(), t.h.cfg.RF.ForeignWait, ours(e), t.log); err != nil {
 				return stopped(ctx, err)
 			}
 			for _, ch := range submit {
@@ -238,7 +275,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		}
 		x.hook(StepCopying)
 		for {
-			waiting, err := pendingMoves(ctx, t.c, batch)
+			waiting, err := pendingMoves(ctx, t.rd(), batch)
 			if err == nil && len(waiting) == 0 {
 				break
 			}
@@ -256,7 +293,7 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		return stopped(ctx, err)
 	}
 	skipped := skippedOf(st.skips)
-	now, err := observe(ctx, t.c, e.Changes, 30*time.Second, skipped, false)
+	now, err := observe(ctx, t.rd(), e.Changes, 30*time.Second, skipped, false)
 	if err != nil {
 		return stopped(ctx, err)
 	}
@@ -300,10 +337,7 @@ func skippedOf(skips []plan.Skip) map[kafka.TopicPartition]bool {
 
 // throttle sets the replication throttle of the moves still to copy (see setThrottles).
 func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) error {
-	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, func() ([]kafka.ThrottleKey, error) {
-		if t.rate <= 0 {
-			return nil, nil
-		}
+	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
 		spec := kafka.ThrottleSpec{Topic: t.req.Topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
 		for _, ch := range pending {
 			if added := minus(ch.ReplicasAfter, ch.ReplicasBefore); len(added) > 0 {
@@ -314,9 +348,9 @@ func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) e
 		if len(spec.Followers) == 0 {
 			return nil, nil
 		}
-		keys, err := kafka.PlanThrottles(ctx, t.c.Client, spec)
+		keys, err := th.PlanThrottles(ctx, spec)
 		if err != nil {
-			return nil, transient(fmt.Errorf("read throttles: %w", err))
+			return nil, throttleErr(fmt.Errorf("read throttles: %w", err))
 		}
 		return keys, nil
 	})
@@ -328,15 +362,23 @@ func (t *rfTask) restore(ctx context.Context, x *exec) error {
 }
 
 // setThrottles sets the operation's throttle keys. A fresh operation (none journaled yet)
-// plans them with planKeys (none: no throttle) and journals the keys and the values they
-// hold before setting any; a resumed one applies the journaled keys again, idempotently,
-// and never takes our own values for someone else's. After a fresh set it waits settle,
-// so that the brokers put the throttles in force before anything copies.
-func (x *exec) setThrottles(ctx context.Context, settle time.Duration, planKeys func() ([]kafka.ThrottleKey, error)) error {
+// that wants a throttle plans them with planKeys (none: nothing to set) and journals the
+// keys and the values they hold before setting any; a resumed one applies the journaled
+// keys again, idempotently, and never takes our own values for someone else's. After a
+// fresh set it waits settle, so that the brokers put the throttles in force before
+// anything copies.
+func (x *exec) setThrottles(ctx context.Context, settle time.Duration, want bool, planKeys func(kafka.Throttler) ([]kafka.ThrottleKey, error)) error {
 	e := &x.op.Entry
 	fresh := e.Throttles == nil
+	if fresh && !want {
+		return nil
+	}
+	th, err := x.throttler(ctx)
+	if err != nil {
+		return err
+	}
 	if fresh {
-		keys, err := planKeys()
+		keys, err := planKeys(th)
 		if err != nil {
 			return err
 		}
@@ -348,9 +390,9 @@ func (x *exec) setThrottles(ctx context.Context, settle time.Duration, planKeys 
 			return err
 		}
 	}
-	kept, err := kafka.ApplyThrottles(ctx, x.l.c.Client, e.Throttles)
+	kept, err := th.ApplyThrottles(ctx, e.Throttles)
 	if err != nil {
-		return transient(fmt.Errorf("set throttles: %w", err))
+		return throttleErr(fmt.Errorf("set throttles: %w", err))
 	}
 	if fresh {
 		x.h.cfg.Metrics.ThrottlesSet(x.l.c.Name, len(e.Throttles)-len(kept))
@@ -378,14 +420,70 @@ func (x *exec) restoreThrottles(ctx context.Context, when string) error {
 	if len(e.Throttles) == 0 {
 		return nil
 	}
-	kept, err := kafka.RestoreThrottles(ctx, x.l.c.Client, e.Throttles)
+	th, err := x.throttler(ctx)
 	if err != nil {
-		return transient(fmt.Errorf("restore throttles: %w", err))
+		return err
+	}
+	kept, err := th.RestoreThrottles(ctx, e.Throttles)
+	if err != nil {
+		return throttleErr(fmt.Errorf("restore throttles: %w", err))
 	}
 	x.h.cfg.Metrics.ThrottlesRestored(x.l.c.Name, len(e.Throttles)-len(kept), len(kept))
 	keepThrottles(x, kept, when)
 	e.Throttles = nil
 	return x.op.Save(ctx)
+}
+
+// throttler is how the cluster's throttles are read and written, chosen for each step from
+// what the cluster has now (kafka.ChooseConfigs): its config znodes when the worker has the
+// cluster's ZooKeeper and /controller names no KRaft controller (the writes fenced by the
+// lease), else IncrementalAlterConfigs.
+func (x *exec) throttler(ctx context.Context) (kafka.Throttler, error) {
+	c := x.l.c
+	caps, err := kafka.Probe(ctx, c.Client)
+	if err != nil {
+		return kafka.Throttler{}, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+	}
+	zk, err := zkConfigs(ctx, c)
+	if err != nil {
+		return kafka.Throttler{}, err
+	}
+	mech, err := kafka.ChooseConfigs(caps, zk)
+	if err != nil {
+		return kafka.Throttler{}, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	th := kafka.Throttler{Client: c.Client, Mechanism: mech}
+	if mech == kafka.ConfigZnodes {
+		w, err := x.l.zkWriter()
+		if err != nil {
+			return kafka.Throttler{}, err
+		}
+		th.ZK, th.Chroot, th.Writer = c.ZK.Conn(), c.Chroot, w
+	}
+	return th, nil
+}
+
+// zkConfigs reports whether the cluster's throttles can go through its config znodes: the
+// worker has its ZooKeeper, and no KRaft controller owns it (a migration: it would ignore
+// them, and the brokers take their configs from it).
+func zkConfigs(ctx context.Context, c *Cluster) (bool, error) {
+	if c.ZK == nil {
+		return false, nil
+	}
+	ctrl, err := kafka.WaitController(ctx, c.ZK.Conn(), c.Chroot)
+	if err != nil {
+		return false, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+	}
+	return !ctrl.KRaft(), nil
+}
+
+// throttleErr marks a throttle failure transient, unless no retry can help: a broker that
+// hides a value, a KRaft controller, a mechanism the cluster lacks.
+func throttleErr(err error) error {
+	if errors.Is(err, kafka.ErrHiddenConfig) || errors.Is(err, kafka.ErrKRaftController) || errors.Is(err, kafka.ErrUnsupported) {
+		return err
+	}
+	return transient(err)
 }
 
 // keepThrottles records throttle keys found holding someone else's value (left alone) and
@@ -428,15 +526,38 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 }
 
 // rollback cancels our reassignments still running (the replica sets go back), restores
-// the throttles, and says what finished.
+// the throttles, and says what finished. A cluster that cannot cancel (Kafka before 2.4:
+// no KIP-455; asked again now, a rolling upgrade may have come since the event began)
+// leaves them running to their end: the entry is kept, at StepAwaiting, with the throttles
+// they need, and awaitDetached restores those once they have ended.
 func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	e := &x.op.Entry
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, t.req.Topic)
+	caps, err := kafka.Probe(ctx, t.c.Client)
+	if err != nil {
+		return "", transient(fmt.Errorf("cluster %s: %w", t.c.Name, err))
+	}
+	t.caps = caps
+	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
 	if err != nil {
 		return "", transient(err)
 	}
 	st := classify(snap, e)
 	var parts []string
+	if len(st.running) > 0 && !caps.AlterPartitionAssignment {
+		parts = append(parts, fmt.Sprintf("%d reassignments still running, which Kafka before 2.4 cannot cancel (%s): they run to their end; "+
+			"the throttles stay until then, and are restored then", len(st.running), strings.Join(tpsOf(st.running), ", ")),
+			fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
+		e.Step = journal.StepAwaiting
+		if err := x.op.Save(ctx); err != nil {
+			return strings.Join(parts, "; "), err
+		}
+		changes, err := report(ctx, t.rd(), st.done, false)
+		if err != nil {
+			return strings.Join(parts, "; "), err
+		}
+		x.res.Changes = changes
+		return strings.Join(parts, "; "), nil
+	}
 	if len(st.running) > 0 {
 		if err := cancelMoves(ctx, t.c, st.running); err != nil {
 			return "", fmt.Errorf("cancel %d unfinished reassignments: %w", len(st.running), err)
@@ -447,12 +568,51 @@ func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
 	if err := t.restore(ctx, x); err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	changes, err := report(ctx, t.c, e.Changes, false)
+	changes, err := report(ctx, t.rd(), e.Changes, false)
 	if err != nil {
 		return strings.Join(parts, "; "), err
 	}
 	x.res.Changes = changes
 	return strings.Join(parts, "; "), nil
+}
+
+// awaitDetached finishes an operation that a final failure left at StepAwaiting (its result
+// is published): it waits, the lock held, until the reassignments it left running have
+// ended (no longer in /admin/reassign_partitions), however long they take — on a cluster
+// that cannot cancel them, no other reassignment could run meanwhile anyway — then puts
+// its throttles back (compare-and-restore). The caller deletes the entry. It returns
+// early, writing nothing, when ctx ends (shutdown, lost lock): the next holder of the lock
+// calls it again.
+func (t *rfTask) awaitDetached(ctx context.Context, x *exec) error {
+	e := &x.op.Entry
+	var last []string
+	for {
+		snap, err := t.rd().Snapshot(ctx, t.req.Topic)
+		if err == nil {
+			st := classify(snap, e)
+			if len(st.running) == 0 {
+				break
+			}
+			if now := tpsOf(st.running); !slices.Equal(now, last) {
+				x.log.Info("waiting for our reassignments, which this cluster cannot cancel, to end before restoring the throttles",
+					zap.Strings("partitions", now), zap.Int("throttles", len(e.Throttles)))
+				last = now
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(t.h.cfg.RF.Poll):
+		}
+	}
+	if err := t.restore(ctx, x); err != nil {
+		return err
+	}
+	for _, n := range e.Notes {
+		x.log.Info("after the result", zap.String("note", n))
+	}
+	x.log.Info("reassignments ended; throttles restored", zap.String("event", e.Event))
+	return nil
 }
 
 func minus(a, b []int32) []int32 {
@@ -491,19 +651,23 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 
 // waitForeign waits until no reassignment runs on the cluster but ours (those ours
 // reports, from the journal), backing off, for at most wait; then it fails with the list
-// of those still running.
-func waitForeign(ctx context.Context, c *Cluster, wait time.Duration, ours func(kafka.TopicPartition) bool, log *zap.Logger) error {
+// of those still running. It lists them through the API (Kafka 2.4+) or, before, from
+// /admin/reassign_partitions.
+func waitForeign(ctx context.Context, rd kafka.Reader, wait time.Duration, ours func(kafka.TopicPartition, []int32) bool, log *zap.Logger) error {
 	end := time.Now().Add(wait)
 	delay := time.Second
 	for {
-		ongoing, err := kafka.ListReassignments(ctx, c.Client, nil)
+		ongoing, err := rd.Reassignments(ctx, nil)
+		if errors.Is(err, kafka.ErrUnsupported) {
+			return err
+		}
 		if err != nil {
 			return transient(err)
 		}
 		var list []string
 		for tp, r := range ongoing {
-			if ours == nil || !ours(tp) {
-				list = append(list, fmt.Sprintf("%s (adding %v, removing %v)", tp, r.Adding, r.Removing))
+			if ours == nil || !ours(tp, r.To()) {
+				list = append(list, fmt.Sprintf("%s (%s)", tp, r))
 			}
 		}
 		if len(list) == 0 {
@@ -560,10 +724,11 @@ func batchMoves(changes []plan.Change, max int) [][]plan.Change {
 	return batches
 }
 
-// pendingMoves lists the batch's partitions not yet at their target replicas (or still
-// being reassigned).
-func pendingMoves(ctx context.Context, c *Cluster, batch []plan.Change) ([]plan.Change, error) {
-	snap, err := kafka.ReadSnapshot(ctx, c.Client, topicsOf(batch)...)
+// pendingMoves lists the batch's partitions not yet at their target replicas, or still
+// being reassigned: before Kafka 2.4, still listed in /admin/reassign_partitions (the
+// metadata shows the target replicas from the start).
+func pendingMoves(ctx context.Context, rd kafka.Reader, batch []plan.Change) ([]plan.Change, error) {
+	snap, err := rd.Snapshot(ctx, topicsOf(batch)...)
 	if err != nil {
 		return batch, err
 	}

@@ -126,6 +126,11 @@ func runScale(ctx context.Context, fc *scale.Cluster) (*scaleRun, error) {
 	}
 	defer cl.Close()
 	c := &Cluster{Name: "scale", Client: cl}
+	caps, err := kafka.Probe(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	rd := c.reader(caps)
 	r := &scaleRun{}
 	m := &heapSampler{}
 	defer m.stop()
@@ -212,7 +217,7 @@ func runScale(ctx context.Context, fc *scale.Cluster) (*scaleRun, error) {
 	// partitions, the comparisons with the plan, and the changes the result reports.
 	if err := phase("verify", &r.verify, func() (err error) {
 		none := map[kafka.TopicPartition]bool{}
-		if r.shedNow, err = observe(ctx, c, r.shed.Changes, 30*time.Second, none, true); err != nil {
+		if r.shedNow, err = observe(ctx, rd, r.shed.Changes, 30*time.Second, none, true); err != nil {
 			return err
 		}
 		if back := unelected(r.shed.Changes, func(tp kafka.TopicPartition) (kafka.Partition, bool) {
@@ -227,7 +232,7 @@ func runScale(ctx context.Context, fc *scale.Cluster) (*scaleRun, error) {
 				r.shedVerified++
 			}
 		}
-		if r.rfNow, err = observe(ctx, c, r.rf.Changes, 30*time.Second, none, false); err != nil {
+		if r.rfNow, err = observe(ctx, rd, r.rf.Changes, 30*time.Second, none, false); err != nil {
 			return err
 		}
 		r.rfChanged = changedFrom(r.rf.Changes, r.rfNow, false)

@@ -28,11 +28,12 @@ func TestVerifyWithoutAFreshReadFails(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 
-	now, err := observe(ctx, c, planned, time.Second, nil, true)
+	rd := c.reader(kafka.Capabilities{ListReassignments: true})
+	now, err := observe(ctx, rd, planned, time.Second, nil, true)
 	if err == nil || !retry.IsTransient(err) || now != nil {
 		t.Fatalf("observe of an unreachable cluster = %v, %v; want no partitions and a transient error", now, err)
 	}
-	changes, err := report(ctx, c, planned, true)
+	changes, err := report(ctx, rd, planned, true)
 	if err == nil || !retry.IsTransient(err) || changes != nil {
 		t.Fatalf("report of an unreachable cluster = %v, %v; want no changes and a transient error", changes, err)
 	}

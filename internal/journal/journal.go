@@ -59,6 +59,10 @@ const (
 	StepCopying     Step = "copying"    // reassignments submitted, replicas copying
 	StepRollingBack Step = "rolling-back"
 	StepDone        Step = "done" // the cluster holds the outcome; the result is being published
+	// StepAwaiting: a final failure left reassignments running that the cluster cannot
+	// cancel (Kafka before 2.4); the result is published, and the entry stays, with the
+	// throttles they need, until they end and the throttles are put back.
+	StepAwaiting Step = "awaiting-reassignments"
 )
 
 // Entry is the record of one operation on one cluster.

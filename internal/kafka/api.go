@@ -50,7 +50,7 @@ func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]in
 			return err
 		}
 		if p.Reassigning() {
-			busy = append(busy, fmt.Sprintf("%s (adding %v, removing %v)", tp, p.Adding, p.Removing))
+			busy = append(busy, fmt.Sprintf("%s (%s)", tp, p.Reassignment()))
 		}
 	}
 	if len(busy) > 0 {

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
@@ -41,21 +40,21 @@ func SubmitReassignment(ctx context.Context, cl *kgo.Client, targets map[TopicPa
 
 // SubmitZKReassignment starts reassignments the legacy way: it creates
 // /admin/reassign_partitions (only when none exists: one reassignment at a time) in a
-// transaction fenced by the caller's lock. The controller deletes the znode when every
-// listed partition has finished. Never through /brokers/topics: a controller started
-// from an edited topic znode does not start or stop replicas. The znode gets the ACL of
-// /admin, as Kafka would give it (see kafkaTreeACL).
+// transaction fenced by the caller's lock, unless a KRaft controller owns the cluster
+// (ErrKRaftController). The controller deletes each partition from the znode when its
+// reassignment completes, and the znode when every one has. Never through
+// /brokers/topics: a controller started from an edited topic znode does not start or stop
+// replicas. The znode gets the ACL of /admin, as Kafka would give it (see kafkaTreeACL).
 func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) (err error) {
 	defer func() { err = classify(err) }()
-	doc := reassignJSON{Version: 1}
-	for _, tp := range sortedKeys(targets) {
-		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition, Replicas: targets[tp]})
-	}
-	data, err := json.Marshal(doc)
+	data, err := EncodeReassignZnode(targets)
 	if err != nil {
 		return err
 	}
-	p := path.Join("/", chroot, "admin", "reassign_partitions")
+	p := ReassignPath(chroot)
+	if err := CheckZKController(ctx, conn, chroot); err != nil {
+		return fmt.Errorf("create %s: %w", p, err)
+	}
 	if ok, _, err := conn.Exists(p); err != nil {
 		return fmt.Errorf("exists %s: %w", p, err)
 	} else if ok {

@@ -37,10 +37,35 @@ type Partition struct {
 	LeaderEpoch int32
 	// Adding and Removing are set while a reassignment of the partition is in progress.
 	Adding, Removing []int32
+	// Target is set, before Kafka 2.4, while /admin/reassign_partitions lists the
+	// partition: the replicas its reassignment goes to. Such a controller shows the union
+	// of the target and the replicas before in Replicas from the start, and does not say
+	// which replicas it adds: Adding stays empty, Removing is Replicas minus Target.
+	Target []int32
 }
 
 // Reassigning reports whether a reassignment of the partition is in progress.
-func (p Partition) Reassigning() bool { return len(p.Adding) > 0 || len(p.Removing) > 0 }
+func (p Partition) Reassigning() bool {
+	return len(p.Adding) > 0 || len(p.Removing) > 0 || p.Target != nil
+}
+
+// ReassigningTo is the replica set an ongoing reassignment of the partition goes to: its
+// Target, or (Kafka 2.4+) its replicas but those it is removing; nil when none runs.
+func (p Partition) ReassigningTo() []int32 {
+	if p.Target != nil || !p.Reassigning() {
+		return p.Target
+	}
+	return minusInt32(p.Replicas, p.Removing)
+}
+
+// Reassignment describes the partition's ongoing reassignment, for messages: "adding [3],
+// removing []" (Kafka 2.4+), or "to [1 2 3], removing [] (/admin/reassign_partitions)".
+func (p Partition) Reassignment() string {
+	if p.Target != nil {
+		return fmt.Sprintf("to %v, removing %v (/admin/reassign_partitions)", p.Target, p.Removing)
+	}
+	return fmt.Sprintf("adding %v, removing %v", p.Adding, p.Removing)
+}
 
 // InSync reports whether broker b is in the partition's ISR.
 func (p Partition) InSync(b int32) bool { return slices.Contains(p.ISR, b) }
@@ -78,8 +103,94 @@ func (s *Snapshot) Partition(tp TopicPartition) (Partition, bool) {
 //
 // With no topics named it reads every topic of the cluster (internal ones included): what
 // balancing leadership across the cluster needs.
+//
+// On a cluster before 2.4 it sees no reassignment: use a Reader with the cluster's
+// ZooKeeper there.
 func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (_ *Snapshot, err error) {
 	defer func() { err = classify(err) }()
+	return readSnapshot(ctx, cl, true, topics)
+}
+
+// Reader reads a cluster's placement with what it has. Ongoing reassignments come from
+// ListPartitionReassignments when every broker has it (Kafka 2.4+, Caps.ListReassignments);
+// before, from /admin/reassign_partitions in the cluster's ZooKeeper: such a controller
+// shows a reassignment's target replicas in the metadata as soon as it starts, so the
+// metadata cannot tell a running reassignment from a finished one, and the znode can (the
+// controller deletes each partition from it when it completes).
+type Reader struct {
+	Client *kgo.Client
+	Caps   Capabilities
+	// ZK reads the cluster's ZooKeeper (paths without chroot); nil when none is configured.
+	// Without it, a cluster before 2.4 shows no reassignment.
+	ZK     ZKReader
+	Chroot string
+}
+
+// fromZnode reports whether ongoing reassignments are read from /admin/reassign_partitions.
+func (r Reader) fromZnode() bool { return !r.Caps.ListReassignments && r.ZK != nil }
+
+// Snapshot is ReadSnapshot with the reassignments from where the cluster keeps them. Before
+// 2.4 the znode is read first, then the metadata: a reassignment that completes between the
+// two reads is seen as still running (one more poll), never as not begun.
+func (r Reader) Snapshot(ctx context.Context, topics ...string) (_ *Snapshot, err error) {
+	defer func() { err = classify(err) }()
+	if !r.fromZnode() {
+		return readSnapshot(ctx, r.Client, r.Caps.ListReassignments, topics)
+	}
+	targets, err := ReadZKReassignments(r.ZK, r.Chroot)
+	if err != nil {
+		return nil, err
+	}
+	s, err := readSnapshot(ctx, r.Client, false, topics)
+	if err != nil {
+		return nil, err
+	}
+	for tp, target := range targets {
+		if ps, ok := s.Topics[tp.Topic]; ok && tp.Partition >= 0 && int(tp.Partition) < len(ps) {
+			p := &ps[tp.Partition]
+			p.Target = slices.Clone(target)
+			p.Removing = minusInt32(p.Replicas, target)
+		}
+	}
+	return s, nil
+}
+
+// Reassignments lists the ongoing reassignments of the named topics, or of the whole
+// cluster when topics is nil: through the API (2.4+), or from /admin/reassign_partitions
+// (Target set, the rest unknown).
+func (r Reader) Reassignments(ctx context.Context, topics []string) (_ map[TopicPartition]Reassignment, err error) {
+	defer func() { err = classify(err) }()
+	if !r.fromZnode() {
+		if !r.Caps.ListReassignments {
+			return nil, fmt.Errorf("list reassignments: the cluster has no ListPartitionReassignments (Kafka < 2.4) and no zookeeper is configured: %w", ErrUnsupported)
+		}
+		return ListReassignments(ctx, r.Client, topics)
+	}
+	targets, err := ReadZKReassignments(r.ZK, r.Chroot)
+	if err != nil {
+		return nil, err
+	}
+	out := map[TopicPartition]Reassignment{}
+	for tp, target := range targets {
+		if topics == nil || slices.Contains(topics, tp.Topic) {
+			out[tp] = Reassignment{Target: target}
+		}
+	}
+	return out, nil
+}
+
+func minusInt32(a, b []int32) []int32 {
+	var out []int32
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// readSnapshot is ReadSnapshot; with list false it does not ask for reassignments.
+func readSnapshot(ctx context.Context, cl *kgo.Client, list bool, topics []string) (*Snapshot, error) {
 	md, err := freshMetadata(ctx, cl, topics)
 	if err != nil {
 		return nil, err
@@ -145,7 +256,7 @@ func ReadSnapshot(ctx context.Context, cl *kgo.Client, topics ...string) (_ *Sna
 		}
 		s.Topics[name] = ps
 	}
-	if len(s.Topics) == 0 {
+	if len(s.Topics) == 0 || !list {
 		return s, nil
 	}
 	// One request for the whole cluster, or for the partitions just read: asking metadata
@@ -231,9 +342,27 @@ func topicNames(m map[string][]Partition) []string {
 	return out
 }
 
-// Reassignment is an ongoing reassignment of one partition.
+// Reassignment is an ongoing reassignment of one partition: Replicas, Adding and Removing
+// from the API (2.4+), or only Target, from /admin/reassign_partitions (before 2.4).
 type Reassignment struct {
 	Replicas, Adding, Removing []int32
+	Target                     []int32
+}
+
+// To is the replica set the reassignment goes to.
+func (r Reassignment) To() []int32 {
+	if r.Target != nil {
+		return r.Target
+	}
+	return minusInt32(r.Replicas, r.Removing)
+}
+
+// String describes the reassignment for messages.
+func (r Reassignment) String() string {
+	if r.Target != nil {
+		return fmt.Sprintf("to %v (/admin/reassign_partitions)", r.Target)
+	}
+	return fmt.Sprintf("adding %v, removing %v", r.Adding, r.Removing)
 }
 
 var errReassignmentsUnsupported = fmt.Errorf("ListPartitionReassignments is not supported (Kafka < 2.4)")

@@ -57,9 +57,101 @@ type (
 	KeptThrottle = events.KeptThrottle
 )
 
-// settleTimeout bounds how long ApplyThrottles and RestoreThrottles wait for the brokers
-// to show what they wrote.
+// settleTimeout bounds how long Apply and Restore wait for the brokers to show what they
+// wrote.
 var settleTimeout = 30 * time.Second
+
+// ConfigMechanism is how a cluster's dynamic throttle configs are read and written.
+type ConfigMechanism string
+
+const (
+	// ConfigZnodes reads /config/brokers/<id> and /config/topics/<t> in the cluster's
+	// ZooKeeper and writes them, each with a change notification
+	// (/config/changes/config_change_, {"version":2,"entity_path":"topics/<t>"}) that the
+	// brokers act on, in one ZooKeeper transaction fenced by the caller's lock and checked
+	// against the znode versions read: a real compare-and-set. Any ZooKeeper-mode version
+	// (replication throttles exist since 0.10.1); never under a KRaft controller.
+	ConfigZnodes ConfigMechanism = "config-znodes"
+	// ConfigIncremental reads with DescribeConfigs and writes only our keys with
+	// IncrementalAlterConfigs (Kafka 2.3+). Brokers before 2.5.1 report per-broker throttle
+	// rates as sensitive and hide their values (KAFKA-9625): such a value cannot be compared,
+	// so it is refused (ErrHiddenConfig), nothing of ours left set.
+	ConfigIncremental ConfigMechanism = "incremental-alter-configs"
+)
+
+// ErrHiddenConfig: a broker reports a throttle config as sensitive and does not show its
+// value (brokers before 2.5.1: KAFKA-9625), so compare-and-restore through the admin API is
+// impossible.
+var ErrHiddenConfig = errors.New("the broker hides the value (reports it as sensitive, as brokers before Kafka 2.5.1 do: KAFKA-9625), so it cannot be compared and restored through the admin API: configure the cluster's zookeeper, whose config znodes hold it")
+
+// ChooseConfigs picks how to read and write throttles: the config znodes when zk (the
+// worker has the cluster's ZooKeeper, the cluster is in ZooKeeper mode under a ZooKeeper
+// controller: the znodes are the truth there, and only they allow a compare-and-set), else
+// IncrementalAlterConfigs. Without both there is no safe way: AlterConfigs (0.11+) replaces
+// every dynamic config of the entity, so it must write back values the brokers before 2.3
+// hide (their throttle rates among them, see ErrHiddenConfig), which would erase them.
+func ChooseConfigs(caps Capabilities, zk bool) (ConfigMechanism, error) {
+	switch {
+	case zk:
+		return ConfigZnodes, nil
+	case caps.IncrementalAlterConfigs:
+		return ConfigIncremental, nil
+	}
+	return "", fmt.Errorf("throttles need IncrementalAlterConfigs (Kafka 2.3+) or the cluster's zookeeper in the config (its config znodes): AlterConfigs would erase the throttle rates that brokers before 2.3 hide: %w", ErrUnsupported)
+}
+
+// Throttler plans, applies and restores replication throttles through one mechanism.
+type Throttler struct {
+	Client    *kgo.Client // DescribeConfigs (every mechanism: to see what the brokers apply) and the API writes
+	Mechanism ConfigMechanism
+	// ZK, Chroot and Writer are the cluster's ZooKeeper (paths without chroot), its chroot,
+	// and the fence of ZooKeeper writes (the cluster's lock): ConfigZnodes needs them.
+	ZK     ZKReader
+	Chroot string
+	Writer FencedWriter
+}
+
+// APIThrottler is the Throttler of a cluster through IncrementalAlterConfigs.
+func APIThrottler(cl *kgo.Client) Throttler {
+	return Throttler{Client: cl, Mechanism: ConfigIncremental}
+}
+
+func (t Throttler) check() error {
+	switch t.Mechanism {
+	case ConfigIncremental:
+	case ConfigZnodes:
+		if t.ZK == nil || t.Writer == nil {
+			return errors.New("throttles through the config znodes need the cluster's zookeeper and the lock that fences its writes")
+		}
+	default:
+		return fmt.Errorf("throttle mechanism %q unknown", t.Mechanism)
+	}
+	if t.Client == nil {
+		return errors.New("throttles need a client of the cluster")
+	}
+	return nil
+}
+
+// read returns the dynamic values of refs: from the config znodes, or from DescribeConfigs
+// (refused when a broker hides one: ErrHiddenConfig).
+func (t Throttler) read(ctx context.Context, refs []configRef) (dynamicConfigs, error) {
+	if err := t.check(); err != nil {
+		return dynamicConfigs{}, err
+	}
+	if t.Mechanism == ConfigZnodes {
+		return readConfigZnodes(t.ZK, t.Chroot, refs)
+	}
+	cur, err := readDynamic(ctx, t.Client, refs, -1)
+	if err != nil {
+		return cur, err
+	}
+	for _, r := range refs {
+		if cur.hidden[r] {
+			return cur, fmt.Errorf("%s: %w", r, ErrHiddenConfig)
+		}
+	}
+	return cur, nil
+}
 
 // PlanThrottles reads the current dynamic configs concerned by spec and returns the keys
 // that throttling spec sets, each with the dynamic value it holds now (Before) and the
@@ -72,7 +164,7 @@ var settleTimeout = 30 * time.Second
 // deleting our dynamic value brings it back. A key that already holds Ours is left out:
 // there is nothing to set or restore. Nothing is written. The keys are sorted by entity
 // (brokers first, by id), name and key.
-func PlanThrottles(ctx context.Context, cl *kgo.Client, spec ThrottleSpec) (keys []ThrottleKey, err error) {
+func (t Throttler) PlanThrottles(ctx context.Context, spec ThrottleSpec) (keys []ThrottleKey, err error) {
 	defer func() { err = classify(err) }()
 	if spec.Topic == "" {
 		return nil, errors.New("plan throttles: no topic")
@@ -103,7 +195,7 @@ func PlanThrottles(ctx context.Context, cl *kgo.Client, spec ThrottleSpec) (keys
 	if len(refs) == 0 {
 		return nil, nil
 	}
-	cur, err := readDynamic(ctx, cl, refs, -1)
+	cur, err := t.read(ctx, refs)
 	if err != nil {
 		return nil, fmt.Errorf("plan throttles of %s: %w", spec.Topic, err)
 	}
@@ -125,13 +217,13 @@ func PlanThrottles(ctx context.Context, cl *kgo.Client, spec ThrottleSpec) (keys
 // PlanBrokerThrottle is PlanThrottles for one broker config: the key that sets key to rate
 // on broker, with the broker's dynamic value now as Before; none when it holds rate
 // already. Nothing is written.
-func PlanBrokerThrottle(ctx context.Context, cl *kgo.Client, broker int32, key string, rate int64) (keys []ThrottleKey, err error) {
+func (t Throttler) PlanBrokerThrottle(ctx context.Context, broker int32, key string, rate int64) (keys []ThrottleKey, err error) {
 	defer func() { err = classify(err) }()
 	if rate <= 0 {
 		return nil, fmt.Errorf("plan throttle %s of broker %d: rate %d is not positive", key, broker, rate)
 	}
 	r := configRef{EntityBroker, strconv.Itoa(int(broker)), key}
-	cur, err := readDynamic(ctx, cl, []configRef{r}, -1)
+	cur, err := t.read(ctx, []configRef{r})
 	if err != nil {
 		return nil, fmt.Errorf("plan throttle %s of broker %d: %w", key, broker, err)
 	}
@@ -150,23 +242,25 @@ func PlanBrokerThrottle(ctx context.Context, cl *kgo.Client, broker int32, key s
 // is not set yet. On error some keys may be set: call RestoreThrottles, which puts back
 // exactly those.
 //
-// Reads and writes are batched: one DescribeConfigs per entity kind, one
-// IncrementalAlterConfigs for all keys (franz-go sends each broker's part to that broker).
+// Through the config znodes the compare and the write are one transaction: each entity's
+// znode is written only if it still has the version read (else it is read and compared
+// again). Through the API they are two requests, batched (one DescribeConfigs per entity
+// kind, one IncrementalAlterConfigs for all keys, which franz-go sends each broker's part
+// to that broker): Kafka has no conditional config write. A value someone else writes
+// between our read and our write, one round trip of a few milliseconds, is overwritten,
+// and then restored to Before later. That is acceptable: throttles are changed by people
+// and reassignment tools, rarely and on a human time scale, so a collision within one
+// round trip is very unlikely; other kafkamender workers do not write the cluster
+// meanwhile (they hold the cluster's lock to do so); and the alternative, writing without
+// comparing, overwrites any change made at any time, as Kafka's own tool does.
+//
 // It returns once the brokers show the values it wrote (brokers apply config changes a
 // moment after accepting them; the topic's values are checked on every live broker), so
-// that a RestoreThrottles that follows at once compares with what was written.
-//
-// The compare and the write are two requests: Kafka has no conditional config write (no
-// compare-and-set on configs). A value someone else writes between our read and our write,
-// one round trip of a few milliseconds, is overwritten, and then restored to Before later.
-// That is acceptable: throttles are changed by people and reassignment tools, rarely and
-// on a human time scale, so a collision within one round trip is very unlikely; other
-// kafkamender workers do not write the cluster meanwhile (they hold the cluster's lock to
-// do so); and the alternative, writing without comparing, overwrites any change made at
-// any time, as Kafka's own tool does.
-func ApplyThrottles(ctx context.Context, cl *kgo.Client, keys []ThrottleKey) (kept []KeptThrottle, err error) {
+// that the copy that follows is throttled. A broker that hides a value (ErrHiddenConfig)
+// shows only that one is set.
+func (t Throttler) ApplyThrottles(ctx context.Context, keys []ThrottleKey) (kept []KeptThrottle, err error) {
 	defer func() { err = classify(err) }()
-	return compareAndWrite(ctx, cl, keys, false)
+	return t.compareAndWrite(ctx, keys, false)
 }
 
 // RestoreThrottles puts back the Before values of the keys that still hold Ours: it sets
@@ -178,16 +272,19 @@ func ApplyThrottles(ctx context.Context, cl *kgo.Client, keys []ThrottleKey) (ke
 // can be called on every way out (success, failure, timeout, cancel, a restarted worker
 // reading its journal), with a context that is still alive.
 //
-// Like ApplyThrottles it batches its reads and writes, returns once the brokers show what
-// it wrote, and compares and writes in two requests (see ApplyThrottles for why that
-// window of one round trip is acceptable).
-func RestoreThrottles(ctx context.Context, cl *kgo.Client, keys []ThrottleKey) (kept []KeptThrottle, err error) {
+// Like ApplyThrottles it compares and writes in one transaction (config znodes) or two
+// requests (API), and returns once the brokers show what it wrote.
+func (t Throttler) RestoreThrottles(ctx context.Context, keys []ThrottleKey) (kept []KeptThrottle, err error) {
 	defer func() { err = classify(err) }()
-	return compareAndWrite(ctx, cl, keys, true)
+	return t.compareAndWrite(ctx, keys, true)
 }
 
+// errConfigChanged: a config znode changed between our read and our write (the
+// transaction's version check failed): read and compare again.
+var errConfigChanged = errors.New("a config znode changed since it was read")
+
 // compareAndWrite is ApplyThrottles (restore false) and RestoreThrottles (restore true).
-func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, restore bool) ([]KeptThrottle, error) {
+func (t Throttler) compareAndWrite(ctx context.Context, keys []ThrottleKey, restore bool) ([]KeptThrottle, error) {
 	what := "set throttles"
 	if restore {
 		what = "restore throttles"
@@ -202,42 +299,95 @@ func compareAndWrite(ctx context.Context, cl *kgo.Client, keys []ThrottleKey, re
 	for i, k := range keys {
 		refs[i] = refOf(k)
 	}
-	cur, err := readDynamic(ctx, cl, refs, -1)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	var (
-		writes []configWrite
-		kept   []KeptThrottle
-	)
-	for _, k := range keys {
-		if k.Entity == EntityTopic && cur.missing[k.Name] {
-			if restore {
+	for attempt := 1; ; attempt++ {
+		cur, err := t.read(ctx, refs)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		var (
+			writes []configWrite
+			kept   []KeptThrottle
+		)
+		for _, k := range keys {
+			if k.Entity == EntityTopic && cur.missing[k.Name] {
+				if restore {
+					continue
+				}
+				return nil, fmt.Errorf("%s: topic %s: %w", what, k.Name, kerr.UnknownTopicOrPartition)
+			}
+			c := cur.values[refOf(k)]
+			ours := &k.Ours
+			switch {
+			case sameValue(k.Key, k.Before, ours):
+				// Nothing to set, nothing to restore.
+			case !restore && sameValue(k.Key, c, ours):
+				// Set already (a second call).
+			case !restore && sameValue(k.Key, c, k.Before):
+				writes = append(writes, configWrite{ref: refOf(k), value: ours, prev: c})
+			case restore && sameValue(k.Key, c, ours):
+				writes = append(writes, configWrite{ref: refOf(k), value: k.Before, prev: c})
+			case restore && sameValue(k.Key, c, k.Before):
+				// Restored already.
+			default:
+				kept = append(kept, KeptThrottle{ThrottleKey: k, Current: c})
+			}
+		}
+		if t.Mechanism == ConfigZnodes {
+			err = writeConfigZnodes(ctx, t.ZK, t.Chroot, t.Writer, cur, writes)
+			if errors.Is(err, errConfigChanged) && attempt < 5 {
 				continue
 			}
-			return nil, fmt.Errorf("%s: topic %s: %w", what, k.Name, kerr.UnknownTopicOrPartition)
+			if err == nil {
+				err = settle(ctx, t.Client, writes)
+			}
+		} else {
+			err = writeAndSettle(ctx, t.Client, writes, restore)
+			if err == nil && !restore {
+				err = t.refuseHidden(ctx, writes)
+			}
 		}
-		c := cur.values[refOf(k)]
-		ours := &k.Ours
-		switch {
-		case sameValue(k.Key, k.Before, ours):
-			// Nothing to set, nothing to restore.
-		case !restore && sameValue(k.Key, c, ours):
-			// Set already (a second call).
-		case !restore && sameValue(k.Key, c, k.Before):
-			writes = append(writes, configWrite{ref: refOf(k), value: ours, prev: c})
-		case restore && sameValue(k.Key, c, ours):
-			writes = append(writes, configWrite{ref: refOf(k), value: k.Before, prev: c})
-		case restore && sameValue(k.Key, c, k.Before):
-			// Restored already.
-		default:
-			kept = append(kept, KeptThrottle{ThrottleKey: k, Current: c})
+		if err != nil {
+			return kept, fmt.Errorf("%s: %w", what, err)
+		}
+		return kept, nil
+	}
+}
+
+// refuseHidden, after an API write of writes, looks whether a broker now hides one of
+// them (ErrHiddenConfig: it could not be compared, so never restored): then it writes the
+// values before back at once, without a compare (the same one-round-trip window as any API
+// write), and fails, leaving nothing of ours set.
+func (t Throttler) refuseHidden(ctx context.Context, writes []configWrite) error {
+	var refs []configRef
+	for _, w := range writes {
+		if w.ref.entity == EntityBroker {
+			refs = append(refs, w.ref)
 		}
 	}
-	if err := writeAndSettle(ctx, cl, writes, restore); err != nil {
-		return kept, fmt.Errorf("%s: %w", what, err)
+	if len(refs) == 0 {
+		return nil
 	}
-	return kept, nil
+	cur, err := readDynamic(ctx, t.Client, refs, -1)
+	if err != nil {
+		return err
+	}
+	var hidden []string
+	for _, r := range refs {
+		if cur.hidden[r] {
+			hidden = append(hidden, r.String())
+		}
+	}
+	if len(hidden) == 0 {
+		return nil
+	}
+	back := make([]configWrite, len(writes))
+	for i, w := range writes {
+		back[i] = configWrite{ref: w.ref, value: w.prev, prev: w.value}
+	}
+	if err := writeAndSettle(ctx, t.Client, back, true); err != nil {
+		return fmt.Errorf("%s: %w; putting the values before back failed: %v", strings.Join(hidden, ", "), ErrHiddenConfig, err)
+	}
+	return fmt.Errorf("%s: %w (the values before were put back)", strings.Join(hidden, ", "), ErrHiddenConfig)
 }
 
 func refOf(k ThrottleKey) configRef { return configRef{k.Entity, k.Name, k.Key} }
@@ -318,6 +468,11 @@ func dynamicSource(entity string) kmsg.ConfigSource {
 type dynamicConfigs struct {
 	values  map[configRef]*string // the dynamic value; absent: none set
 	missing map[string]bool       // topics that do not exist
+	// hidden are dynamic values the broker reports as sensitive, without a value
+	// (DescribeConfigs only; ErrHiddenConfig).
+	hidden map[configRef]bool
+	// znodes are the config znodes read (ConfigZnodes only), by entity.
+	znodes map[resourceRef]*configZnode
 }
 
 // readDynamic reads the dynamic values of refs: one DescribeConfigs for the brokers
@@ -325,7 +480,7 @@ type dynamicConfigs struct {
 // broker, or of broker via when via >= 0 (then refs must all be topics: a broker answers
 // only for its own broker configs).
 func readDynamic(ctx context.Context, cl *kgo.Client, refs []configRef, via int32) (dynamicConfigs, error) {
-	out := dynamicConfigs{values: map[configRef]*string{}, missing: map[string]bool{}}
+	out := dynamicConfigs{values: map[configRef]*string{}, missing: map[string]bool{}, hidden: map[configRef]bool{}}
 	byEntity := map[string]map[string][]string{} // entity -> name -> keys
 	for _, r := range refs {
 		if byEntity[r.entity] == nil {
@@ -383,10 +538,16 @@ func readDynamic(ctx context.Context, cl *kgo.Client, refs []configRef, via int3
 					continue
 				}
 				for _, c := range r.Configs {
-					if c.Source == dynamicSource(entity) && c.Value != nil {
-						v := *c.Value
-						out.values[configRef{entity, r.ResourceName, c.Name}] = &v
+					if c.Source != dynamicSource(entity) {
+						continue
 					}
+					ref := configRef{entity, r.ResourceName, c.Name}
+					if c.Value == nil {
+						out.hidden[ref] = c.IsSensitive
+						continue
+					}
+					v := *c.Value
+					out.values[ref] = &v
 				}
 			}
 		}
@@ -506,7 +667,12 @@ func settle(ctx context.Context, cl *kgo.Client, writes []configWrite) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
-	shown := func(w configWrite, cur *string) bool {
+	// A value a broker hides shows only whether it is set: a set is shown when it is
+	// set, a delete when it is not.
+	shown := func(w configWrite, cur *string, hidden bool) bool {
+		if hidden {
+			return w.value != nil
+		}
 		return sameValue(w.ref.key, cur, w.value) || !sameValue(w.ref.key, cur, w.prev)
 	}
 	var brokerRefs, topicRefs []configRef
@@ -528,13 +694,13 @@ func settle(ctx context.Context, cl *kgo.Client, writes []configWrite) error {
 				lastErr = err
 			}
 			for _, r := range brokerRefs {
-				if err != nil || !shown(byRef[r], cur.values[r]) {
+				if err != nil || !shown(byRef[r], cur.values[r], cur.hidden[r]) {
 					pending = append(pending, r.String())
 				}
 			}
 		}
 		if len(topicRefs) > 0 {
-			p, err := topicsPending(ctx, cl, topicRefs, func(r configRef, cur *string) bool { return shown(byRef[r], cur) })
+			p, err := topicsPending(ctx, cl, topicRefs, func(r configRef, cur *string, hidden bool) bool { return shown(byRef[r], cur, hidden) })
 			if err != nil {
 				lastErr = err
 			}
@@ -558,7 +724,7 @@ func settle(ctx context.Context, cl *kgo.Client, writes []configWrite) error {
 // topicsPending asks every live broker for the topic configs of refs and lists those that
 // some broker does not show yet. A broker that does not answer is skipped (it answers no
 // one else either); when none answers, every ref is pending.
-func topicsPending(ctx context.Context, cl *kgo.Client, refs []configRef, shown func(configRef, *string) bool) ([]string, error) {
+func topicsPending(ctx context.Context, cl *kgo.Client, refs []configRef, shown func(configRef, *string, bool) bool) ([]string, error) {
 	md, err := BrokerMetadata(ctx, cl)
 	if err != nil {
 		return refNames(refs), err
@@ -581,7 +747,7 @@ func topicsPending(ctx context.Context, cl *kgo.Client, refs []configRef, shown 
 			}
 			answered++
 			for _, r := range refs {
-				if !cur.missing[r.name] && !shown(r, cur.values[r]) {
+				if !cur.missing[r.name] && !shown(r, cur.values[r], cur.hidden[r]) {
 					pending[r] = true
 				}
 			}

@@ -12,12 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -31,16 +33,22 @@ import (
 // rates under testenv.Get (not GetExclusive) while these run makes them fail, with a
 // message that names the foreign value.
 
-// throttleFixture is one test's topic on one cluster, and the values the test writes.
+// throttleFixture is one test's topic on one cluster, the mechanism under test, and the
+// values the test writes.
 type throttleFixture struct {
 	t       *testing.T
 	cluster string
 	cl      *kgo.Client
 	adm     *kadm.Client
+	th      kafka.Throttler
 	topic   string
 	brokers []int32
 	base    int64           // the test's rates are base, base+1, …
 	ours    map[string]bool // every rate value the test (or the code under test) wrote
+	// zk and chroot read the broker rates of a cluster whose brokers hide them (Kafka
+	// 2.3: KAFKA-9625) from their config znodes; nil for the others.
+	zk     *zk.Conn
+	chroot string
 }
 
 // The layout of every test: partitions 0 and 1 on brokers 1 and 2 (the sources, leaders
@@ -52,32 +60,79 @@ var (
 	throttleFollowers  = map[int32][]int32{0: {3}, 1: {3}}
 )
 
+// forEachCluster runs a test on each mechanism where it is safe: IncrementalAlterConfigs
+// on Kafka 3.9 (ZooKeeper mode) and 4 (KRaft), the config znodes on 3.9 and on 2.3 (the
+// legacy cluster, whose brokers hide their throttle rates from DescribeConfigs).
 func forEachCluster(t *testing.T, fn func(f *throttleFixture)) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
-	for _, cluster := range []string{"local", "kraft"} {
-		t.Run(cluster, func(t *testing.T) {
-			cl := env.Kafka(t, cluster)
-			f := &throttleFixture{
-				t: t, cluster: cluster, cl: cl, adm: kadm.NewClient(cl),
-				topic: testenv.Name(t, "throttle"),
-				base:  900_000_000 + rand.Int64N(90_000_000)*10,
-				ours:  map[string]bool{},
-			}
-			md, err := f.adm.BrokerMetadata(t.Context())
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, b := range md.Brokers {
-				f.brokers = append(f.brokers, b.NodeID)
-			}
-			slices.Sort(f.brokers)
-			f.requireNoBrokerRates()
-			t.Cleanup(f.cleanup)
-			testenv.CreateTopic(t, cl, f.topic, throttleAssignment, nil)
+	for _, tc := range []struct {
+		cluster string
+		mech    kafka.ConfigMechanism
+	}{
+		{"local", kafka.ConfigIncremental},
+		{"kraft", kafka.ConfigIncremental},
+		{"local", kafka.ConfigZnodes},
+		{"legacy", kafka.ConfigZnodes},
+	} {
+		t.Run(tc.cluster+"/"+string(tc.mech), func(t *testing.T) {
+			f := newThrottleFixture(t, env, tc.cluster, tc.mech)
 			fn(f)
 		})
 	}
+}
+
+// newThrottleFixture creates the test's topic on cluster and a Throttler through mech.
+func newThrottleFixture(t *testing.T, env *testenv.Env, cluster string, mech kafka.ConfigMechanism) *throttleFixture {
+	t.Helper()
+	cl := env.Kafka(t, cluster)
+	f := &throttleFixture{
+		t: t, cluster: cluster, cl: cl, adm: kadm.NewClient(cl),
+		th:    kafka.APIThrottler(cl),
+		topic: testenv.Name(t, "throttle"),
+		base:  900_000_000 + rand.Int64N(90_000_000)*10,
+		ours:  map[string]bool{},
+	}
+	c := env.Cluster(t, cluster)
+	if mech == kafka.ConfigZnodes {
+		sess, held := lockFor(t)
+		f.th = kafka.Throttler{Client: cl, Mechanism: mech, ZK: sess.Conn(), Chroot: c.Chroot, Writer: held}
+	}
+	if c.Version == stack.Kafka23Version {
+		f.zk, f.chroot = env.ZooKeeper(t), c.Chroot
+	}
+	md, err := f.adm.BrokerMetadata(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range md.Brokers {
+		f.brokers = append(f.brokers, b.NodeID)
+	}
+	slices.Sort(f.brokers)
+	f.requireNoBrokerRates()
+	t.Cleanup(f.cleanup)
+	testenv.CreateTopic(t, cl, f.topic, throttleAssignment, nil)
+	return f
+}
+
+// brokerRate is a broker's dynamic value of key: from DescribeConfigs, or from its config
+// znode on a cluster whose brokers hide it.
+func (f *throttleFixture) brokerRate(id string, cfgs []kadm.Config, key string) (*string, error) {
+	if f.zk == nil {
+		return dynamic(cfgs, key, kmsg.ConfigSourceDynamicBrokerConfig), nil
+	}
+	data, _, err := f.zk.Get(f.chroot + "/config/brokers/" + id)
+	if errors.Is(err, zk.ErrNoNode) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	z, err := kafka.DecodeConfigZnode(data)
+	if err != nil {
+		return nil, err
+	}
+	return z.Get(key), nil
 }
 
 func (f *throttleFixture) rate(i int64) string {
@@ -111,7 +166,10 @@ func (f *throttleFixture) cleanup() {
 				continue
 			}
 			for _, key := range []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate} {
-				v := dynamic(rc.Configs, key, kmsg.ConfigSourceDynamicBrokerConfig)
+				v, err := f.brokerRate(rc.Name, rc.Configs, key)
+				if err != nil {
+					left = append(left, err.Error())
+				}
 				if v == nil || !f.ours[*v] {
 					continue
 				}
@@ -144,7 +202,11 @@ func (f *throttleFixture) requireNoBrokerRates() {
 	var found []string
 	for _, rc := range rcs {
 		for _, key := range []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate} {
-			if v := dynamic(rc.Configs, key, kmsg.ConfigSourceDynamicBrokerConfig); v != nil {
+			v, err := f.brokerRate(rc.Name, rc.Configs, key)
+			if err != nil {
+				f.t.Fatal(err)
+			}
+			if v != nil {
 				found = append(found, fmt.Sprintf("broker %s %s = %s", rc.Name, key, *v))
 			}
 		}
@@ -209,7 +271,19 @@ func (f *throttleFixture) value(entity, name, key string) (*string, error) {
 		if rc.Err != nil {
 			return nil, rc.Err
 		}
-		return dynamic(rc.Configs, key, kmsg.ConfigSourceDynamicBrokerConfig), nil
+		v, err := f.brokerRate(name, rc.Configs, key)
+		if err != nil || f.zk == nil {
+			return v, err
+		}
+		// The znode holds the value; the broker shows only whether one is set, once it
+		// has applied it.
+		shown := slices.ContainsFunc(rc.Configs, func(c kadm.Config) bool {
+			return c.Key == key && c.Source == kmsg.ConfigSourceDynamicBrokerConfig
+		})
+		if shown != (v != nil) {
+			return nil, fmt.Errorf("broker %s does not show %s = %s yet", name, key, str(v))
+		}
+		return v, nil
 	}
 	var first *string
 	for i, b := range f.brokers {
@@ -327,14 +401,14 @@ func keptNames(kept []kafka.KeptThrottle) []string {
 // (keptNames form: none when want is empty).
 func (f *throttleFixture) apply(ctx context.Context, what string, keys []kafka.ThrottleKey, want ...string) {
 	f.t.Helper()
-	kept, err := kafka.ApplyThrottles(ctx, f.cl, keys)
+	kept, err := f.th.ApplyThrottles(ctx, keys)
 	f.checkKept(what, kept, err, want)
 }
 
 // restore restores keys and checks it as apply does.
 func (f *throttleFixture) restore(ctx context.Context, what string, keys []kafka.ThrottleKey, want ...string) {
 	f.t.Helper()
-	kept, err := kafka.RestoreThrottles(ctx, f.cl, keys)
+	kept, err := f.th.RestoreThrottles(ctx, keys)
 	f.checkKept(what, kept, err, want)
 }
 
@@ -361,7 +435,7 @@ func TestThrottleRoundTripNoPriorValues(t *testing.T) {
 	forEachCluster(t, func(f *throttleFixture) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
-		keys, err := kafka.PlanThrottles(ctx, f.cl, f.spec())
+		keys, err := f.th.PlanThrottles(ctx, f.spec())
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -391,7 +465,7 @@ func TestThrottleRoundTripNoPriorValues(t *testing.T) {
 		// A second apply (a worker restarted after the write) changes nothing.
 		f.apply(ctx, "second apply", keys)
 		// Planning again now finds our values: nothing left to set.
-		if again, err := kafka.PlanThrottles(ctx, f.cl, f.spec()); err != nil || len(again) > 0 {
+		if again, err := f.th.PlanThrottles(ctx, f.spec()); err != nil || len(again) > 0 {
 			f.t.Errorf("plan while applied = %q, %v; want nothing", keyNames(again), err)
 		}
 		for _, u := range f.untouched() {
@@ -429,7 +503,7 @@ func TestThrottleRestoresPriorValuesAndWritesOnlyPlannedKeys(t *testing.T) {
 		f.setOther("topic", f.topic, kafka.LeaderThrottledReplicas, ptr("1:1"))
 		f.setOther("topic", f.topic, kafka.FollowerThrottledReplicas, ptr("*"))
 
-		keys, err := kafka.PlanThrottles(ctx, f.cl, f.spec())
+		keys, err := f.th.PlanThrottles(ctx, f.spec())
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -486,7 +560,7 @@ func TestThrottleKeepsValueChangedAfterApply(t *testing.T) {
 	forEachCluster(t, func(f *throttleFixture) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
-		keys, err := kafka.PlanThrottles(ctx, f.cl, f.spec())
+		keys, err := f.th.PlanThrottles(ctx, f.spec())
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -517,7 +591,7 @@ func TestThrottleKeepsValueChangedBetweenPlanAndApply(t *testing.T) {
 	forEachCluster(t, func(f *throttleFixture) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
-		keys, err := kafka.PlanThrottles(ctx, f.cl, f.spec())
+		keys, err := f.th.PlanThrottles(ctx, f.spec())
 		if err != nil {
 			f.t.Fatal(err)
 		}
@@ -556,11 +630,11 @@ func TestThrottleRestoreAfterTopicDeleted(t *testing.T) {
 	forEachCluster(t, func(f *throttleFixture) {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
-		keys, err := kafka.PlanThrottles(ctx, f.cl, f.spec())
+		keys, err := f.th.PlanThrottles(ctx, f.spec())
 		if err != nil {
 			f.t.Fatal(err)
 		}
-		if _, err := kafka.ApplyThrottles(ctx, f.cl, keys); err != nil {
+		if _, err := f.th.ApplyThrottles(ctx, keys); err != nil {
 			f.t.Fatal(err)
 		}
 		if _, err := f.adm.DeleteTopic(ctx, f.topic); err != nil {
@@ -605,17 +679,48 @@ func TestThrottleRejectsBadKeys(t *testing.T) {
 		{{Entity: "broker", Name: "1", Key: "", Ours: "1"}},
 		{{Entity: "broker", Name: "1", Key: kafka.LeaderThrottledRate, Ours: "1"}, {Entity: "broker", Name: "1", Key: kafka.LeaderThrottledRate, Ours: "2"}},
 	} {
-		if _, err := kafka.ApplyThrottles(t.Context(), cl, keys); err == nil {
+		if _, err := kafka.APIThrottler(cl).ApplyThrottles(t.Context(), keys); err == nil {
 			t.Errorf("ApplyThrottles(%+v) accepted", keys)
 		}
-		if _, err := kafka.RestoreThrottles(t.Context(), cl, keys); err == nil {
+		if _, err := kafka.APIThrottler(cl).RestoreThrottles(t.Context(), keys); err == nil {
 			t.Errorf("RestoreThrottles(%+v) accepted", keys)
 		}
 	}
-	if _, err := kafka.PlanThrottles(t.Context(), cl, kafka.ThrottleSpec{Topic: "t", Rate: 0, Leaders: throttleLeaders}); err == nil {
+	if _, err := kafka.APIThrottler(cl).PlanThrottles(t.Context(), kafka.ThrottleSpec{Topic: "t", Rate: 0, Leaders: throttleLeaders}); err == nil {
 		t.Error("PlanThrottles with rate 0 accepted")
 	}
-	if keys, err := kafka.ApplyThrottles(t.Context(), cl, nil); err != nil || keys != nil {
+	if keys, err := kafka.APIThrottler(cl).ApplyThrottles(t.Context(), nil); err != nil || keys != nil {
 		t.Errorf("ApplyThrottles(nil) = %v, %v", keys, err)
 	}
+}
+
+// Kafka 2.3 reports per-broker throttle rates as sensitive and hides their values
+// (KAFKA-9625): through IncrementalAlterConfigs alone they cannot be compared and
+// restored. A rate someone else set is refused at the plan; a rate of ours found hidden
+// right after our write is put back at once, and the apply fails: nothing of ours stays.
+func TestThrottleRefusesHiddenValues(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	f := newThrottleFixture(t, env, "legacy", kafka.ConfigIncremental)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+
+	keys, err := f.th.PlanThrottles(ctx, f.spec())
+	if err != nil {
+		t.Fatalf("plan with nothing set: %v", err)
+	}
+	_, err = f.th.ApplyThrottles(ctx, journal(t, keys))
+	if !errors.Is(err, kafka.ErrHiddenConfig) || !strings.Contains(err.Error(), "values before were put back") {
+		t.Fatalf("apply on brokers that hide the rates = %v, want ErrHiddenConfig, put back", err)
+	}
+	for _, k := range keys {
+		f.want(k.Entity, k.Name, k.Key, nil)
+	}
+
+	theirs := f.rate(1)
+	f.setOther("broker", "1", kafka.LeaderThrottledRate, &theirs)
+	if _, err := f.th.PlanThrottles(ctx, f.spec()); !errors.Is(err, kafka.ErrHiddenConfig) || !strings.Contains(err.Error(), "broker 1 "+kafka.LeaderThrottledRate) {
+		t.Fatalf("plan with a hidden rate set = %v, want ErrHiddenConfig naming broker 1's leader rate", err)
+	}
+	f.is("broker", "1", kafka.LeaderThrottledRate, &theirs)
 }

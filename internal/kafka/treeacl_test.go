@@ -46,6 +46,9 @@ func TestAdminZnodesTakeTheParentsACL(t *testing.T) {
 	kafkaACL := []zk.ACL{{Perms: zk.PermAll, Scheme: "sasl", ID: "kafka"}, {Perms: zk.PermRead, Scheme: "world", ID: "anyone"}}
 	fake.SetACL("/secured/admin", kafkaACL)
 	fake.SetACL("/open/admin", zk.WorldACL(zk.PermAll))
+	for _, chroot := range []string{"/secured", "/open", "/missing"} { // a ZooKeeper controller is in charge
+		fake.SetData(chroot+"/controller", []byte(`{"version":2,"brokerid":1,"timestamp":"1","kraftControllerEpoch":-1}`))
+	}
 	conn, _, err := zk.Connect([]string{fake.Addr}, 3*time.Second, zk.WithLogInfo(false))
 	if err != nil {
 		t.Fatal(err)

@@ -132,23 +132,8 @@ func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int
 	return b.reorderByNudge(ctx, orders, topics)
 }
 
-type reassignJSON struct {
-	Version    int                `json:"version"`
-	Partitions []reassignPartJSON `json:"partitions"`
-}
-
-type reassignPartJSON struct {
-	Topic     string  `json:"topic"`
-	Partition int32   `json:"partition"`
-	Replicas  []int32 `json:"replicas,omitempty"`
-}
-
 func (b *ZKBackend) reorderByReassignZnode(ctx context.Context, orders map[TopicPartition][]int32) error {
-	doc := reassignJSON{Version: 1}
-	for _, tp := range sortedKeys(orders) {
-		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition, Replicas: orders[tp]})
-	}
-	data, err := json.Marshal(doc)
+	data, err := EncodeReassignZnode(orders)
 	if err != nil {
 		return err
 	}
@@ -164,7 +149,7 @@ func (b *ZKBackend) reorderByReassignZnode(ctx context.Context, orders map[Topic
 }
 
 // createAdminZnode waits for a foreign znode at p to go (bounded by ForeignWait), then
-// creates p with data in a fenced transaction.
+// creates p with data in a fenced transaction, unless a KRaft controller owns the cluster.
 func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte) error {
 	wctx, cancel := context.WithTimeout(ctx, b.cfg.ForeignWait)
 	defer cancel()
@@ -175,6 +160,9 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 			}
 			owner, _, _ := b.cfg.Conn.Get(p)
 			return fmt.Errorf("%s exists (someone else's: %s) after waiting %s: %w", p, truncate(owner, 300), b.cfg.ForeignWait, ErrReassignmentInProgress)
+		}
+		if err := CheckZKController(ctx, b.cfg.Conn, b.cfg.Chroot); err != nil {
+			return fmt.Errorf("create %s: %w", p, err)
 		}
 		acl, err := kafkaTreeACL(b.cfg.Conn, path.Dir(p))
 		if err != nil {
@@ -194,23 +182,20 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 	}
 }
 
-// ElectPreferred runs one preferred election: through /admin/preferred_replica_election
-// for zk-reassign (or when the cluster has no ElectLeaders API), else through the API.
+// ElectPreferred runs one preferred election: through the API when every broker has
+// ElectLeaders (Kafka 2.2+: it answers per partition), else through
+// /admin/preferred_replica_election.
 func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (res map[TopicPartition]error, err error) {
 	defer func() { res, err = classifyEach(res), classify(err) }()
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
-	if b.strategy == StrategyZKNudge && b.cfg.Caps.ElectLeaders {
+	if b.cfg.Caps.ElectLeaders {
 		return electViaAPI(ctx, b.adm, tps)
 	}
 	tps = slices.Clone(tps)
 	SortTopicPartitions(tps)
-	doc := reassignJSON{Version: 1}
-	for _, tp := range tps {
-		doc.Partitions = append(doc.Partitions, reassignPartJSON{Topic: tp.Topic, Partition: tp.Partition})
-	}
-	data, err := json.Marshal(doc)
+	data, err := EncodeElectionZnode(tps)
 	if err != nil {
 		return nil, err
 	}
@@ -378,21 +363,65 @@ func (c *Controller) KRaft() bool {
 	return c.KRaftControllerEpoch != nil && *c.KRaftControllerEpoch != -1
 }
 
-// ParseController decodes the data of /controller.
+// ParseController decodes the data of /controller. A KRaft controller that took a cluster
+// over in a ZooKeeper migration (Kafka 3.4+) writes itself there with its epoch
+// (kraftControllerEpoch); a ZooKeeper controller leaves the field out (before 3.4) or
+// writes -1.
 func ParseController(data []byte) (*Controller, error) {
 	var c Controller
 	if err := json.Unmarshal(data, &c); err != nil {
 		return nil, fmt.Errorf("decode /controller %s: %w", truncate(data, 200), err)
 	}
+	if c.Version < 1 {
+		return nil, fmt.Errorf("decode /controller %s: no version", truncate(data, 200))
+	}
 	return &c, nil
+}
+
+// CheckZKController is the guard of every ZooKeeper write that a controller acts on
+// (/admin/…, topic and config znodes): it fails with ErrKRaftController when /controller
+// names a KRaft controller, which ignores them. While no controller is elected (the next
+// one could be either) it waits for one (WaitController), then fails with ErrNoController
+// (transient).
+func CheckZKController(ctx context.Context, conn ZKReader, chroot string) error {
+	c, err := WaitController(ctx, conn, chroot)
+	if err != nil {
+		return err
+	}
+	if c.KRaft() {
+		return fmt.Errorf("/controller names KRaft controller %d (kraftControllerEpoch %d): %w", c.BrokerID, *c.KRaftControllerEpoch, ErrKRaftController)
+	}
+	return nil
 }
 
 // ErrNoController: no controller is elected right now (transient: it carries package
 // retry's marker).
 var ErrNoController error = retry.Transient(errors.New("no controller is elected right now"))
 
+// controllerWait bounds how long WaitController waits for a controller to be elected: a
+// failover takes a moment.
+const controllerWait = 10 * time.Second
+
+// WaitController reads /controller, and reads it again while no controller is elected, for
+// up to 10 seconds (or ctx); then it fails with ErrNoController.
+func WaitController(ctx context.Context, conn ZKReader, chroot string) (*Controller, error) {
+	ctx, cancel := context.WithTimeout(ctx, controllerWait)
+	defer cancel()
+	for {
+		c, err := ReadController(conn, chroot)
+		if !errors.Is(err, ErrNoController) {
+			return c, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // ReadController reads /controller.
-func ReadController(conn *zk.Conn, chroot string) (_ *Controller, err error) {
+func ReadController(conn ZKReader, chroot string) (_ *Controller, err error) {
 	defer func() { err = classify(err) }()
 	p := path.Join("/", chroot, "controller")
 	data, stat, err := conn.Get(p)

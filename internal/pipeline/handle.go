@@ -68,10 +68,24 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	} else if ok {
 		d.log.Info("event already handled; publishing its result again", zap.String("status", string(earlier.Status)))
-		p.replay(ctx, d, earlier)
+		p.publishReplay(d, earlier)
 		if f, ok := p.handlers[ev.Type].(Finisher); ok {
-			f.Replayed(ctx, &Job{Event: ev, Raw: d.raw, Attempt: d.attempt, Worker: p.cfg.Worker, Started: started, Results: results})
+			// Before the acknowledgement, the message kept alive: what the handler finishes
+			// for the event may take a while, and a worker that dies meanwhile leaves it to
+			// the next delivery.
+			fctx, stop := context.WithCancel(ctx)
+			stopAlive := p.keepAlive(fctx, msg)
+			f.Replayed(fctx, &Job{Event: ev, Raw: d.raw, Attempt: d.attempt, Worker: p.cfg.Worker, Started: started, Results: results})
+			stopAlive()
+			stop()
+			if ctx.Err() != nil {
+				// Stopping, perhaps before the handler finished: the next delivery replays
+				// again and finishes it.
+				p.nak(ctx, d, "", nil)
+				return
+			}
 		}
+		p.ack(ctx, d)
 		return
 	}
 
@@ -290,6 +304,12 @@ const replayExpectedStream = "kafkamender.replay.not-stored"
 // refuses (it expects another stream): waiters on the subject hear it, the audit trail
 // keeps only the original.
 func (p *Pipeline) replay(ctx context.Context, d *delivery, res *events.Result) {
+	p.publishReplay(d, res)
+	p.ack(ctx, d)
+}
+
+// publishReplay publishes a stored result again, marked replayed.
+func (p *Pipeline) publishReplay(d *delivery, res *events.Result) {
 	res.Replayed = true
 	complete(res)
 	raw, err := json.Marshal(res)
@@ -300,6 +320,10 @@ func (p *Pipeline) replay(ctx context.Context, d *delivery, res *events.Result) 
 	if err != nil {
 		d.log.Warn("replay result failed (it is stored; acknowledging anyway)", zap.Error(err))
 	}
+}
+
+// ack acknowledges the message of an event whose result is stored.
+func (p *Pipeline) ack(ctx context.Context, d *delivery) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := d.msg.DoubleAck(actx); err != nil {

@@ -47,7 +47,10 @@ type Results interface {
 // running Handle.
 type Finisher interface {
 	// Replayed: the event's result was stored already and has just been replayed; the
-	// handler may release what it kept for the event (best effort).
+	// handler may release what it kept for the event (best effort), or finish what its
+	// operation left to do after its result. It runs before the message is acknowledged,
+	// the message kept alive meanwhile, so it may take as long as that needs: a worker
+	// that stops or dies first leaves it to the next delivery.
 	Replayed(ctx context.Context, job *Job)
 	// Abandon: the event is given up on without running it, because it was delivered more
 	// often than allowed (reason says so). The handler undoes what earlier deliveries left

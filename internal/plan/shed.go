@@ -156,7 +156,7 @@ func shed(s *kafka.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 				} else if req.WaitBlocked {
 					plan.Blocked = append(plan.Blocked, p.TopicPartition)
 				} else {
-					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (adding %v, removing %v)", p.Adding, p.Removing), Code: SkipReassigning})
+					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (%s)", p.Reassignment()), Code: SkipReassigning})
 				}
 				continue
 			}

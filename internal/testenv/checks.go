@@ -2,12 +2,14 @@ package testenv
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	zkpkg "github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -18,6 +20,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/plan"
+	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
 // The checks fault tests run after a fault: the promise kafkamender makes is that every
@@ -89,10 +92,39 @@ func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Resul
 	return &res
 }
 
-// Partitions reads a topic's partitions.
+// Partitions reads a topic's partitions. On the legacy cluster (before Kafka 2.4) it sees
+// no reassignment: use Env.Partitions there.
 func Partitions(t testing.TB, cl *kgo.Client, topic string) []kafka.Partition {
 	t.Helper()
 	snap, err := kafka.ReadSnapshot(t.Context(), cl, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.Topics[topic]
+}
+
+// Reader reads the stack cluster through cl as the worker does: with the capabilities its
+// brokers have, and, in ZooKeeper mode, its ZooKeeper (before Kafka 2.4 a reassignment
+// shows only in /admin/reassign_partitions).
+func (e *Env) Reader(t testing.TB, cluster string, cl *kgo.Client) kafka.Reader {
+	t.Helper()
+	caps, err := kafka.Probe(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := e.Cluster(t, cluster)
+	r := kafka.Reader{Client: cl, Caps: caps, Chroot: c.Chroot}
+	if c.Mode == stack.ModeZooKeeper {
+		r.ZK = e.ZooKeeper(t)
+	}
+	return r
+}
+
+// Partitions reads a topic's partitions of the stack cluster, reassignments included
+// (Reader).
+func (e *Env) Partitions(t testing.TB, cluster string, cl *kgo.Client, topic string) []kafka.Partition {
+	t.Helper()
+	snap, err := e.Reader(t, cluster, cl).Snapshot(t.Context(), topic)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,13 +138,31 @@ func Partitions(t testing.TB, cl *kgo.Client, topic string) []kafka.Partition {
 // (replication factor).
 func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
 	t.Helper()
+	checkOutcome(t, func() (*kafka.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, res, topic, before, want, leaders)
+}
+
+// CheckOutcome is the package's CheckOutcome on a stack cluster, reading it as the worker
+// does (Reader): on the legacy cluster a partition is settled only once
+// /admin/reassign_partitions no longer lists it.
+func (e *Env) CheckOutcome(t testing.TB, cluster string, cl *kgo.Client, res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+	t.Helper()
+	rd := e.Reader(t, cluster, cl)
+	checkOutcome(t, func() (*kafka.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, res, topic, before, want, leaders)
+}
+
+func checkOutcome(t testing.TB, read func() (*kafka.Snapshot, error), res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+	t.Helper()
 	Eventually(t, 60*time.Second, func() error {
-		now := Partitions(t, cl, topic)
+		snap, err := read()
+		if err != nil {
+			return err
+		}
+		now := snap.Topics[topic]
 		var changed []plan.Change
 		for i, p := range now {
 			b := before[i]
 			if p.Reassigning() {
-				return fmt.Errorf("%s still reassigning (adding %v, removing %v)", p.TopicPartition, p.Adding, p.Removing)
+				return fmt.Errorf("%s still reassigning (%s)", p.TopicPartition, p.Reassignment())
 			}
 			same := slices.Equal(p.Replicas, b.Replicas) && (!leaders || p.Leader == b.Leader)
 			if !same && !want(p) {
@@ -169,11 +219,12 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 		t.Errorf(format, args...)
 	}
 	store := journal.New(js)
+	rd := e.Reader(t, l.Cluster, cl)
 	if err := poll(t, 30*time.Second, func() error {
 		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil {
 			return fmt.Errorf("journal entry left: %+v (%v)", rec, err)
 		}
-		ongoing, err := kafka.ListReassignments(t.Context(), cl, l.Topics)
+		ongoing, err := rd.Reassignments(t.Context(), l.Topics)
 		if err != nil {
 			return err
 		}
@@ -185,6 +236,30 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 		leftover("%v", err)
 	}
 	adm := kadm.NewClient(cl)
+	if c := e.Cluster(t, l.Cluster); l.Rate != "" && c.Mode == stack.ModeZooKeeper {
+		// Where the rates live in ZooKeeper mode: the brokers of the legacy cluster (2.3)
+		// do not show their values (KAFKA-9625).
+		zk := e.ZooKeeper(t)
+		for _, b := range c.Brokers {
+			p := fmt.Sprintf("%s/config/brokers/%d", c.Chroot, b.ID)
+			data, _, err := zk.Get(p)
+			if errors.Is(err, zkpkg.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			z, err := kafka.DecodeConfigZnode(data)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			for _, key := range []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate, kafka.AlterLogDirsThrottledRate} {
+				if v := z.Get(key); v != nil && *v == l.Rate {
+					leftover("broker %d: our throttle %s = %s left behind (%s)", b.ID, key, l.Rate, p)
+				}
+			}
+		}
+	}
 	if l.Rate != "" {
 		var ids []int32
 		for _, b := range e.Cluster(t, l.Cluster).Brokers {
@@ -233,4 +308,53 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 			leftover("%v", err)
 		}
 	}
+}
+
+// BrokerThrottles are the dynamic throttle rates of a stack cluster's brokers, keyed
+// "<broker>/<config>": in ZooKeeper mode from their config znodes (the brokers of the legacy
+// cluster do not show their values: KAFKA-9625), else from DescribeConfigs.
+func (e *Env) BrokerThrottles(t testing.TB, cluster string, cl *kgo.Client) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	keys := []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate, kafka.AlterLogDirsThrottledRate}
+	c := e.Cluster(t, cluster)
+	if c.Mode == stack.ModeZooKeeper {
+		zk := e.ZooKeeper(t)
+		for _, b := range c.Brokers {
+			p := fmt.Sprintf("%s/config/brokers/%d", c.Chroot, b.ID)
+			data, _, err := zk.Get(p)
+			if errors.Is(err, zkpkg.ErrNoNode) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			z, err := kafka.DecodeConfigZnode(data)
+			if err != nil {
+				t.Fatalf("%s: %v", p, err)
+			}
+			for _, key := range keys {
+				if v := z.Get(key); v != nil {
+					out[fmt.Sprintf("%d/%s", b.ID, key)] = *v
+				}
+			}
+		}
+		return out
+	}
+	var ids []int32
+	for _, b := range c.Brokers {
+		ids = append(ids, b.ID)
+	}
+	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(t.Context(), ids...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range rcs {
+		for _, cfg := range rc.Configs {
+			if slices.Contains(keys, cfg.Key) && cfg.Source == kmsg.ConfigSourceDynamicBrokerConfig && cfg.Value != nil {
+				out[rc.Name+"/"+cfg.Key] = *cfg.Value
+			}
+		}
+	}
+	return out
 }

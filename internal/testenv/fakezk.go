@@ -15,8 +15,9 @@ import (
 // FakeZooKeeper speaks enough of ZooKeeper's protocol to watch what a client sends, for
 // tests of authentication and ACLs that need no real server: it gives sessions (resuming
 // the one a client asks for), answers pings, records each connection's requests
-// ("setAuth digest user:password", "getACL /path", "op 3" for others, such as an exists),
-// answers getACL from ACLs, and "no node" to every other request. It can hold back its
+// ("setAuth digest user:password", "getACL /path", "getData /path", "op 3" for others,
+// such as an exists), answers getACL and getData from what SetACL and SetData set, and
+// "no node" to every other request. It can hold back its
 // answers to setAuth.
 type FakeZooKeeper struct {
 	// Addr is the host:port it listens on.
@@ -27,6 +28,7 @@ type FakeZooKeeper struct {
 	conns    []net.Conn
 	requests [][]string
 	acls     map[string][]zk.ACL
+	data     map[string][]byte
 	hold     chan struct{}
 }
 
@@ -37,7 +39,7 @@ func StartFakeZooKeeper(t testing.TB) *FakeZooKeeper {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &FakeZooKeeper{Addr: ln.Addr().String(), ln: ln, acls: map[string][]zk.ACL{}}
+	f := &FakeZooKeeper{Addr: ln.Addr().String(), ln: ln, acls: map[string][]zk.ACL{}, data: map[string][]byte{}}
 	t.Cleanup(func() {
 		ln.Close()
 		f.Drop()
@@ -64,6 +66,13 @@ func (f *FakeZooKeeper) SetACL(path string, acl []zk.ACL) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acls[path] = acl
+}
+
+// SetData makes getData of path answer data (with a zero Stat).
+func (f *FakeZooKeeper) SetData(path string, data []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.data[path] = data
 }
 
 // HoldAuth holds back the answers to setAuth until the channel returned is closed.
@@ -191,6 +200,19 @@ func (f *FakeZooKeeper) serve(c net.Conn, n int) {
 				body = binary.BigEndian.AppendUint32(body, uint32(a.Perms))
 				body = appendZKString(appendZKString(body, a.Scheme), a.ID)
 			}
+			body = append(body, make([]byte, 68)...) // a zero Stat
+		case 4: // getData: path, watch
+			path, _ := zkBuffer(req[8:])
+			f.record(n, "getData "+string(path))
+			f.mu.Lock()
+			data, ok := f.data[string(path)]
+			f.mu.Unlock()
+			if !ok {
+				code = zkNoNode
+				break
+			}
+			body = binary.BigEndian.AppendUint32(nil, uint32(len(data)))
+			body = append(body, data...)
 			body = append(body, make([]byte, 68)...) // a zero Stat
 		default:
 			f.record(n, fmt.Sprintf("op %d", op))
