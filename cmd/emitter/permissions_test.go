@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +25,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/worker"
 )
 
@@ -63,19 +63,13 @@ func (v *violations) Tracef(format string, args ...any)  { v.record(format, args
 // docs/security.md, as it is written there.
 func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*server.Server, *violations) {
 	t.Helper()
-	doc, err := os.ReadFile("../../docs/security.md")
+	root, err := stack.FindRoot(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks := regexp.MustCompile("(?s)```conf\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
-	var authz string
-	for _, b := range blocks {
-		if strings.Contains(b[1], "authorization {") {
-			authz = b[1]
-		}
-	}
-	if authz == "" {
-		t.Fatal("docs/security.md has no conf block with an authorization")
+	authz, err := stack.DocumentedNATSAuthorization(root)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Setenv("NATS_WORKER_PASSWORD", workerPassword)
 	t.Setenv("NATS_EMITTER_PASSWORD", emitterPassword)

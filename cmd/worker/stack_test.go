@@ -21,12 +21,7 @@ import (
 // buildWorker builds the worker binary once per test into a temp dir.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "worker")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return buildBinary(t, ".", "worker")
 }
 
 // TestBadConfigExitsNonZero runs the real binary: a bad config must stop it before it

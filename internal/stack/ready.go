@@ -61,6 +61,8 @@ func (s *Stack) check(ctx context.Context, srv server) error {
 		return ZooKeeperOK(ctx, ZooKeeperAddr)
 	case kindNATS:
 		return natsHealthy(ctx)
+	case kindNATSSecure:
+		return httpOK(ctx, SecureNATSMonitorURL+"/healthz")
 	case kindAlertmanager:
 		return httpOK(ctx, AlertmanagerURL+"/-/ready")
 	default:

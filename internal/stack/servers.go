@@ -13,6 +13,7 @@ const (
 	kindZooKeeper serverKind = iota
 	kindKafka
 	kindNATS
+	kindNATSSecure // the secured nats-server (secure.go)
 	kindAlertmanager
 )
 
@@ -33,7 +34,8 @@ func servers() []server {
 			out = append(out, server{name: c.ServerName(b.ID), kind: kindKafka, cluster: c, broker: b})
 		}
 	}
-	return append(out, server{name: "nats", kind: kindNATS}, server{name: "alertmanager", kind: kindAlertmanager})
+	return append(out, server{name: "nats", kind: kindNATS}, server{name: "nats-secure", kind: kindNATSSecure},
+		server{name: "alertmanager", kind: kindAlertmanager})
 }
 
 // ServerNames lists the names of the stack's servers, in start order.
@@ -64,7 +66,7 @@ func (s *Stack) configPath(srv server) string {
 	switch srv.kind {
 	case kindZooKeeper:
 		return filepath.Join(s.serverDir(srv), "zookeeper.properties")
-	case kindNATS:
+	case kindNATS, kindNATSSecure:
 		return filepath.Join(s.serverDir(srv), "nats.conf")
 	case kindAlertmanager:
 		return filepath.Join(s.serverDir(srv), "alertmanager.yml")
@@ -75,7 +77,7 @@ func (s *Stack) configPath(srv server) string {
 
 func (srv server) progs() []string {
 	switch srv.kind {
-	case kindNATS:
+	case kindNATS, kindNATSSecure:
 		return []string{"nats-server"}
 	case kindAlertmanager:
 		return []string{"alertmanager"}
@@ -154,6 +156,15 @@ jetstream {
   max_file_store: 2GB
 }
 `, filepath.Join(dir, "jetstream"))}
+	case kindNATSSecure:
+		if err := s.ensureSecrets(); err != nil {
+			return err
+		}
+		conf, err := s.natsSecureConf(dir)
+		if err != nil {
+			return err
+		}
+		files = map[string]string{"nats.conf": conf}
 	case kindAlertmanager:
 		// Short waits so that tests and the demo see an alert within seconds; resolved
 		// alerts are sent too (the worker ignores them, and tests check it does).
@@ -171,7 +182,11 @@ receivers:
         send_resolved: true
 `, WorkerWebhookURL)}
 	case kindKafka:
-		files = map[string]string{"server.properties": s.kafkaProps(srv)}
+		kp, err := s.kafkaProps(srv)
+		if err != nil {
+			return err
+		}
+		files = map[string]string{"server.properties": kp}
 		if srv.cluster.Mode == ModeKRaft {
 			files["log4j2.properties"] = log4j2
 		} else {
@@ -186,7 +201,7 @@ receivers:
 	return nil
 }
 
-func (s *Stack) kafkaProps(srv server) string {
+func (s *Stack) kafkaProps(srv server) (string, error) {
 	dir := s.serverDir(srv)
 	b := srv.broker
 	common := []string{
@@ -216,16 +231,28 @@ func (s *Stack) kafkaProps(srv server) string {
 		common = append(common, "broker.rack", b.Rack)
 	}
 	if srv.cluster.Mode == ModeZooKeeper {
+		listeners := "PLAINTEXT://" + b.Addr
+		if b.SASLAddr != "" {
+			if err := s.ensureSecrets(); err != nil {
+				return "", err
+			}
+			sasl, err := s.saslProps()
+			if err != nil {
+				return "", err
+			}
+			listeners += ",SASL_SSL://" + b.SASLAddr
+			common = append(common, append([]string{"inter.broker.listener.name", "PLAINTEXT"}, sasl...)...)
+		}
 		return props(append([]string{
 			"broker.id", fmt.Sprint(b.ID),
-			"listeners", "PLAINTEXT://" + b.Addr,
-			"advertised.listeners", "PLAINTEXT://" + b.Addr,
+			"listeners", listeners,
+			"advertised.listeners", listeners,
 			"zookeeper.connect", srv.cluster.ZooKeeperConnect(),
 			"zookeeper.session.timeout.ms", "10000",
 			"zookeeper.connection.timeout.ms", "30000",
 			"controlled.shutdown.max.retries", "1",
 			"controlled.shutdown.retry.backoff.ms", "500",
-		}, common...)...)
+		}, common...)...), nil
 	}
 	var voters []string
 	for _, o := range srv.cluster.Brokers {
@@ -240,14 +267,14 @@ func (s *Stack) kafkaProps(srv server) string {
 		"controller.listener.names", "CONTROLLER",
 		"inter.broker.listener.name", "PLAINTEXT",
 		"listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-	}, common...)...)
+	}, common...)...), nil
 }
 
 // argv is the command line that runs the server.
 func (s *Stack) argv(srv server) []string {
 	dir := s.serverDir(srv)
 	switch srv.kind {
-	case kindNATS:
+	case kindNATS, kindNATSSecure:
 		return []string{s.natsBinary(), "-c", s.configPath(srv)}
 	case kindAlertmanager:
 		return []string{s.alertmanagerBinary(), "--config.file=" + s.configPath(srv),

@@ -287,6 +287,9 @@ func (s *Stack) Up(ctx context.Context) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	if err := s.secureSetup(ctx); err != nil {
+		return err
+	}
 	s.logf("stack is up: %s", strings.Join(ServerNames(), ", "))
 	return nil
 }
@@ -326,7 +329,14 @@ func (s *Stack) start(ctx context.Context, srv server) error {
 			return err
 		}
 	}
-	pid, err := startDetached(s.argv(srv), s.serverDir(srv), s.LogPath(srv.name), os.Environ())
+	env := os.Environ()
+	if srv.kind == kindNATSSecure {
+		var err error
+		if env, err = s.natsSecureEnv(); err != nil {
+			return fmt.Errorf("%s: %w", srv.name, err)
+		}
+	}
+	pid, err := startDetached(s.argv(srv), s.serverDir(srv), s.LogPath(srv.name), env)
 	if err != nil {
 		return fmt.Errorf("%s: %w", srv.name, err)
 	}
@@ -451,13 +461,18 @@ func (srv server) listenAddrs() []string {
 		return []string{ZooKeeperAddr}
 	case kindNATS:
 		return []string{strings.TrimPrefix(NATSURL, "nats://"), strings.TrimPrefix(NATSMonitorURL, "http://")}
+	case kindNATSSecure:
+		return []string{strings.TrimPrefix(SecureNATSURL, "tls://"), strings.TrimPrefix(SecureNATSMonitorURL, "http://")}
 	case kindAlertmanager:
 		return []string{strings.TrimPrefix(AlertmanagerURL, "http://")}
 	}
-	if srv.broker.ControllerAddr != "" {
-		return []string{srv.broker.Addr, srv.broker.ControllerAddr}
+	out := []string{srv.broker.Addr}
+	for _, a := range []string{srv.broker.SASLAddr, srv.broker.ControllerAddr} {
+		if a != "" {
+			out = append(out, a)
+		}
 	}
-	return []string{srv.broker.Addr}
+	return out
 }
 
 func (srv server) addr() string {
@@ -466,6 +481,8 @@ func (srv server) addr() string {
 		return ZooKeeperAddr
 	case kindNATS:
 		return strings.TrimPrefix(NATSURL, "nats://")
+	case kindNATSSecure:
+		return strings.TrimPrefix(SecureNATSURL, "tls://")
 	case kindAlertmanager:
 		return strings.TrimPrefix(AlertmanagerURL, "http://")
 	default:

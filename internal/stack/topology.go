@@ -58,8 +58,12 @@ const (
 
 // Broker is one Kafka broker (or, in KRaft mode, one combined broker+controller node).
 type Broker struct {
-	ID             int32
-	Addr           string // PLAINTEXT listener, what clients bootstrap from
+	ID   int32
+	Addr string // PLAINTEXT listener, what clients bootstrap from
+	// SASLAddr is the broker's SASL_SSL listener (SCRAM-SHA-512, the stack's CA), where an
+	// ACL authorizer holds the worker's user to the documented permissions; empty when
+	// the broker has none. See secure.go.
+	SASLAddr       string
 	ControllerAddr string // KRaft controller listener; empty in ZooKeeper mode
 	Rack           string
 	LogDirs        int // number of log directories (disks)
@@ -80,6 +84,18 @@ func (c Cluster) Bootstrap() []string {
 	out := make([]string, len(c.Brokers))
 	for i, b := range c.Brokers {
 		out[i] = b.Addr
+	}
+	return out
+}
+
+// SASLBootstrap returns the addresses of the cluster's SASL_SSL listeners, or nil when
+// its brokers have none.
+func (c Cluster) SASLBootstrap() []string {
+	var out []string
+	for _, b := range c.Brokers {
+		if b.SASLAddr != "" {
+			out = append(out, b.SASLAddr)
+		}
 	}
 	return out
 }
@@ -112,10 +128,10 @@ func Clusters() []Cluster {
 		{
 			Name: "local", Mode: ModeZooKeeper, Version: Kafka39Version, Chroot: KafkaChroot,
 			Brokers: []Broker{
-				{ID: 1, Addr: "127.0.0.1:19092", Rack: "r1", LogDirs: 2},
-				{ID: 2, Addr: "127.0.0.1:29092", Rack: "r1", LogDirs: 1},
-				{ID: 3, Addr: "127.0.0.1:39092", Rack: "r2", LogDirs: 1},
-				{ID: 4, Addr: "127.0.0.1:49092", Rack: "r2", LogDirs: 1},
+				{ID: 1, Addr: "127.0.0.1:19092", SASLAddr: "127.0.0.1:19093", Rack: "r1", LogDirs: 2},
+				{ID: 2, Addr: "127.0.0.1:29092", SASLAddr: "127.0.0.1:29093", Rack: "r1", LogDirs: 1},
+				{ID: 3, Addr: "127.0.0.1:39092", SASLAddr: "127.0.0.1:39093", Rack: "r2", LogDirs: 1},
+				{ID: 4, Addr: "127.0.0.1:49092", SASLAddr: "127.0.0.1:49093", Rack: "r2", LogDirs: 1},
 			},
 		},
 		{
