@@ -213,7 +213,7 @@ func TestSecureStack(t *testing.T) {
 		testenv.CreateTopic(t, cl, other, [][]int32{{1, 2}}, nil)
 		for _, tc := range []struct {
 			name, topic, want string
-			args             []string
+			args              []string
 		}{
 			{"protected topic", protected, "guardrails.protected_topics",
 				[]string{"preferred-leader", "--topic", protected, "--broker", "2", "--source", acceptanceSource}},
