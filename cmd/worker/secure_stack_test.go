@@ -301,7 +301,9 @@ func TestSecureStack(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				addr := r.start(strings.ReplaceAll(tc.name, " ", "-"), tc.replace...)
 				var body string
-				testenv.Eventually(t, 45*time.Second, func() error {
+				// Before the worker's next probe (every 10s): a refusal is reported as it
+				// happens, not found later.
+				testenv.Eventually(t, 8*time.Second, func() error {
 					var code int
 					code, body = r.get(addr, "/readyz")
 					for _, w := range tc.want {

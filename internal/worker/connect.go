@@ -28,6 +28,23 @@ type natsConn struct {
 	conn   *nats.Conn
 	cfg    config.NATS
 	closed chan struct{} // closed by the client once the connection is closed
+
+	mu sync.Mutex
+	// refusal is why the server refused the last attempt to connect (credentials, a
+	// certificate), when the client does not say: it is reported until a connection is up.
+	refusal error
+}
+
+func (nc *natsConn) setRefusal(err error) {
+	nc.mu.Lock()
+	nc.refusal = err
+	nc.mu.Unlock()
+}
+
+func (nc *natsConn) lastRefusal() error {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	return nc.refusal
 }
 
 // connectNATS connects to NATS. A server that is down is not an error: the
@@ -47,6 +64,7 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 		nats.MaxReconnects(-1),
 		nats.DrainTimeout(natsDrainTimeout),
 		nats.ConnectHandler(func(c *nats.Conn) {
+			nc.setRefusal(nil)
 			logger.Debug("nats connected", zap.String("server", c.ConnectedUrlRedacted()))
 			h.set(dep, "connected to "+c.ConnectedUrlRedacted(), nil)
 		}),
@@ -63,6 +81,7 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 			h.set(dep, "", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
+			nc.setRefusal(nil)
 			logger.Debug("nats reconnected", zap.String("server", c.ConnectedUrlRedacted()))
 			h.set(dep, "connected to "+c.ConnectedUrlRedacted(), nil)
 		}),
@@ -70,7 +89,8 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 			if isNATSSecurityError(cfg.NATS, err) {
 				// Credentials refused, a certificate not trusted: no retry will do, and
 				// /readyz and the log say why at once (set logs it when it changes).
-				h.set(dep, "", explainNATSError(cfg.NATS, err))
+				nc.setRefusal(explainNATSError(cfg.NATS, err))
+				h.set(dep, "", nc.lastRefusal())
 				return
 			}
 			logger.Debug("nats reconnect attempt failed", zap.Error(err))
@@ -91,6 +111,18 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 		return nil, fmt.Errorf("connect to nats %s: %w", cfg.NATS.URL, explainNATSError(cfg.NATS, err))
 	}
 	nc.conn = conn
+	if !conn.IsConnected() {
+		// The first attempt failed and the client retries in the background, where it
+		// keeps a refused credential or an untrusted certificate to itself until the next
+		// probe. One attempt of our own says at once when no retry will do.
+		go func() {
+			_, err := nats.Connect(cfg.NATS.URL.Reveal(), append(security, nats.NoReconnect(), nats.Timeout(5*time.Second))...)
+			if err != nil && isNATSSecurityError(cfg.NATS, err) && !conn.IsConnected() {
+				nc.setRefusal(explainNATSError(cfg.NATS, err))
+				h.set(dep, "", nc.lastRefusal())
+			}
+		}()
+	}
 	return nc, nil
 }
 
@@ -102,6 +134,9 @@ func (nc *natsConn) probe(context.Context) (string, error) {
 	status := strings.ToLower(nc.conn.Status().String())
 	if err := nc.conn.LastError(); err != nil {
 		return "", fmt.Errorf("%s: %w", status, explainNATSError(nc.cfg, err))
+	}
+	if err := nc.lastRefusal(); err != nil {
+		return "", fmt.Errorf("%s: %w", status, err)
 	}
 	return "", fmt.Errorf("not connected (%s)", status)
 }

@@ -57,6 +57,10 @@ func connectAndProbe(t *testing.T, cfg *config.Config) (string, error) {
 		case checked && up:
 			return detail, nil
 		case checked:
+			// set logs after it has stored the state: wait for the line.
+			for i := 0; i < 100 && logs.FilterMessage("dependency down").Len() == 0; i++ {
+				time.Sleep(10 * time.Millisecond)
+			}
 			if logs.FilterMessage("dependency down").Len() != 1 {
 				t.Errorf("dependency down logged %d times, want once", logs.FilterMessage("dependency down").Len())
 			}
