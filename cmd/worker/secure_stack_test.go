@@ -43,7 +43,6 @@ type secureRun struct {
 	emitter string // binary
 	secrets []string
 	outputs []string // files and texts to search for secrets at the end
-	env     []string // extra environment of the workers started
 }
 
 // config returns worker-secure.yaml with the HTTP listener on addr and the replacements
@@ -82,7 +81,7 @@ func (r *secureRun) start(name string, replace ...string) string {
 	}
 	cmd := exec.Command(r.worker, "--config", cfg)
 	cmd.Dir = r.root
-	cmd.Env = testenv.WorkerEnv(r.env...)
+	cmd.Env = testenv.WorkerEnv()
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		r.t.Fatal(err)
@@ -141,10 +140,6 @@ func TestSecureStack(t *testing.T) {
 	cl := env.Kafka(t, "local", kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 
-	// The secured NATS server keeps the broker-overloaded cool-downs of the last run of
-	// this test (its only user) as long as the stack runs: a short one, so a run minutes
-	// after another sheds again.
-	r.env = []string{"KAFKAMENDER_BROKER_OVERLOADED_COOL_DOWN=1s"}
 	// The guardrails beside worker-secure.yaml's protected topics: a cap on partitions and,
 	// for replica-change-requested, one allowed source.
 	addr := r.start("worker", `protected_topics: ["^protected-"]`,

@@ -663,3 +663,66 @@ func TestLogDirSummaryWithProtectedReplicas(t *testing.T) {
 		}
 	}
 }
+
+// The cool-down holds back what the shed that started it answers: after a whole-broker
+// shed, any request for the broker (a demotion only after a demotion); after a narrower
+// one, the same request only. A shed of one topic does not silence the next alert for the
+// whole broker.
+func TestCoolDownHoldsBackWhatTheShedCovers(t *testing.T) {
+	h, _ := guarded(t, GuardrailOptions{})
+	kv, err := h.cool.bucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := map[string]any{"broker": 3}
+	demote := map[string]any{"broker": 3, "demote_to_end": true}
+	orders := map[string]any{"broker": 3, "topics": []string{"orders", "payments"}}
+	ordersAgain := map[string]any{"broker": 3, "topics": []string{"payments", "orders", "orders"}}
+	other := map[string]any{"broker": 3, "topics": []string{"orders"}}
+	capped := map[string]any{"broker": 3, "max_partitions": 10}
+	for _, tc := range []struct {
+		name     string
+		shed     map[string]any
+		next     map[string]any
+		heldBack bool
+	}{
+		{"whole broker, then whole broker", whole, whole, true},
+		{"whole broker, then some topics", whole, orders, true},
+		{"whole broker, then capped", whole, capped, true},
+		{"whole broker, then a demotion", whole, demote, false},
+		{"a demotion, then whole broker", demote, whole, true},
+		{"some topics, then whole broker", orders, whole, false},
+		{"capped, then whole broker", capped, whole, false},
+		{"some topics, then the same topics", orders, ordersAgain, true},
+		{"some topics, then other topics", orders, other, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			done := decoded(t, events.TypeBrokerOverloaded, "alertmanager", tc.shed)
+			rec, _ := json.Marshal(shedRecord{Event: done.ID, At: time.Now().UTC(), Worker: "w", Scope: scopeOf(done.Payload.(*events.BrokerOverloaded))})
+			if _, err := kv.Put(t.Context(), coolKey("local", 3), rec); err != nil {
+				t.Fatal(err)
+			}
+			next := decoded(t, events.TypeBrokerOverloaded, "alertmanager", tc.next)
+			res := &events.Result{}
+			noop, err := h.coolingDown(t.Context(), &pipeline.Job{Event: next}, next.Payload.(*events.BrokerOverloaded), res)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if noop != tc.heldBack || (noop && (res.Status != events.StatusNoop || res.PreviousEvent != done.ID)) {
+				t.Errorf("coolingDown: %v (%s, previous %q), want held back %v", noop, res.Status, res.PreviousEvent, tc.heldBack)
+			}
+			answer, err := h.Absorber(t.Context(), done, &events.Result{Status: events.StatusSucceeded})
+			if err != nil || answer == nil {
+				t.Fatalf("Absorber: no answer (%v)", err)
+			}
+			if got := answer(next, time.Now()) != nil; got != tc.heldBack {
+				t.Errorf("Absorber: absorbed %v, want %v", got, tc.heldBack)
+			}
+		})
+	}
+	// A record of an earlier version, without a scope, is a whole-broker shed.
+	var old shedRecord
+	if err := json.Unmarshal([]byte(`{"event":"e","at":"2026-12-01T00:00:00Z","worker":"w"}`), &old); err != nil || !old.Scope.whole() || old.Scope.DemoteToEnd {
+		t.Errorf("an old record reads as %+v (%v)", old, err)
+	}
+}

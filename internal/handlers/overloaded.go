@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -82,7 +83,7 @@ func (t *overloadedTask) start(ctx context.Context, x *exec) error {
 	if err != nil {
 		return err
 	}
-	if prev, ok := recent[*t.req.Broker]; ok && prev.Event != t.event {
+	if prev, ok := recent[*t.req.Broker]; ok && prev.Event != t.event && prev.Scope.covers(scopeOf(t.req)) {
 		t.h.coolNoop(res, *t.req.Broker, prev)
 		t.log.Info("alert within the cool-down", zap.String("previous_event", prev.Event))
 		return nil
@@ -113,7 +114,7 @@ func (t *overloadedTask) resume(ctx context.Context, x *exec) error {
 	}
 	settle(x.res, verified)
 	if verified > 0 {
-		rec, _ := json.Marshal(shedRecord{Event: x.job.Event.ID, At: time.Now().UTC(), Worker: x.job.Worker})
+		rec, _ := json.Marshal(shedRecord{Event: x.job.Event.ID, At: time.Now().UTC(), Worker: x.job.Worker, Scope: scopeOf(t.req)})
 		if _, err := t.kv.Put(ctx, coolKey(t.c.Name, *t.req.Broker), rec); err != nil {
 			x.log.Warn("record the cool-down", zap.Error(err))
 		}
@@ -135,7 +136,7 @@ func (h *Handlers) coolNoop(res *events.Result, broker int32, rec shedRecord) {
 // res is the answer.
 func (h *Handlers) coolingDown(ctx context.Context, job *pipeline.Job, req *events.BrokerOverloaded, res *events.Result) (bool, error) {
 	rec, ok, err := h.cool.shedNow(ctx, job.Event.Cluster, *req.Broker)
-	if err != nil || !ok || rec.Event == job.Event.ID {
+	if err != nil || !ok || rec.Event == job.Event.ID || !rec.Scope.covers(scopeOf(req)) {
 		return false, err
 	}
 	res.Reason = req.Reason
@@ -157,7 +158,7 @@ func (h *Handlers) Absorber(ctx context.Context, done *events.Event, res *events
 	}
 	return func(next *events.Event, now time.Time) *events.Result {
 		nreq, ok := next.Payload.(*events.BrokerOverloaded)
-		if !ok || *nreq.Broker != *req.Broker || next.DryRun() || next.Expired(now) || next.ID == rec.Event ||
+		if !ok || *nreq.Broker != *req.Broker || !rec.Scope.covers(scopeOf(nreq)) || next.DryRun() || next.Expired(now) || next.ID == rec.Event ||
 			now.Sub(rec.At) >= h.cool.ttl || h.refuses(next) != nil { // a guardrail's refusal is its answer
 			return nil
 		}
@@ -181,6 +182,40 @@ type shedRecord struct {
 	Event  string    `json:"event"`
 	At     time.Time `json:"at"`
 	Worker string    `json:"worker"`
+	// Scope is what the event that shed asked; records of earlier versions have none,
+	// which reads as the whole broker.
+	Scope shedScope `json:"scope,omitzero"`
+}
+
+// shedScope is what a broker-overloaded request asks to shed: all of the broker's
+// leadership (what an alert asks), or the leadership of some topics, up to a number of
+// partitions; and whether to demote the broker in the assignments too.
+type shedScope struct {
+	Topics        []string `json:"topics,omitempty"`
+	ExcludeTopics []string `json:"exclude_topics,omitempty"`
+	MaxPartitions int      `json:"max_partitions,omitempty"`
+	DemoteToEnd   bool     `json:"demote_to_end,omitempty"`
+}
+
+func scopeOf(req *events.BrokerOverloaded) shedScope {
+	set := func(l []string) []string { return slices.Compact(slices.Sorted(slices.Values(l))) }
+	return shedScope{set(req.Topics), set(req.ExcludeTopics), req.MaxPartitions, req.DemoteToEnd}
+}
+
+func (s shedScope) whole() bool {
+	return len(s.Topics) == 0 && len(s.ExcludeTopics) == 0 && s.MaxPartitions == 0
+}
+
+// covers reports whether a shed of scope s answers a request of scope r within the
+// cool-down: a shed of all the broker's leadership answers any request (one that asks for
+// a demotion only if it demoted too), a narrower shed only the same request. So the shed
+// of one topic does not silence the next alert for the whole broker.
+func (s shedScope) covers(r shedScope) bool {
+	if s.whole() {
+		return !r.DemoteToEnd || s.DemoteToEnd
+	}
+	return slices.Equal(s.Topics, r.Topics) && slices.Equal(s.ExcludeTopics, r.ExcludeTopics) &&
+		s.MaxPartitions == r.MaxPartitions && s.DemoteToEnd == r.DemoteToEnd
 }
 
 func (c *coolDown) bucket(ctx context.Context) (jetstream.KeyValue, error) {
