@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -197,6 +199,41 @@ func TestSecureStack(t *testing.T) {
 		}
 		if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
 			t.Errorf("throttles left on the brokers: %v", th)
+		}
+	})
+
+	// The lock znodes the operations took: writable by the worker's ZooKeeper identity
+	// alone (anyone may read them), so no other client can create a claim in them.
+	t.Run("lock znodes", func(t *testing.T) {
+		zc := env.ZooKeeper(t)
+		var root string
+		for _, p := range []string{stack.KafkaChroot + "/kafkamender/secure/locks", "/kafkamender/secure/locks"} {
+			if ok, _, err := zc.Exists(p); err == nil && ok {
+				root = p
+			}
+		}
+		if root == "" {
+			t.Fatal("no /kafkamender/secure/locks, in the cluster's chroot or at the top")
+		}
+		acl, _, err := zc.GetACL(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest := false
+		for _, a := range acl {
+			switch {
+			case a.Scheme == "digest" && strings.HasPrefix(a.ID, sec.ZooKeeperUser+":") && a.Perms == zk.PermAll:
+				digest = true
+			case a.Scheme == "world" && a.Perms == zk.PermRead:
+			default:
+				t.Errorf("%s grants %s:%s permissions %d", root, a.Scheme, a.ID, a.Perms)
+			}
+		}
+		if !digest {
+			t.Errorf("%s: ACL %+v, want all permissions for digest %s", root, acl, sec.ZooKeeperUser)
+		}
+		if _, err := zc.Create(root+"/"+testenv.Name(t, "intruder"), nil, 0, zk.WorldACL(zk.PermAll)); !errors.Is(err, zk.ErrNoAuth) {
+			t.Errorf("an unauthenticated client creating under %s: %v, want %v", root, err, zk.ErrNoAuth)
 		}
 	})
 
