@@ -45,15 +45,16 @@ func floorReorder(ctx context.Context, c *cluster, topic string, p plan.Plan) er
 		if err := resp.Error(); err != nil {
 			return err
 		}
+		set := kadm.TopicsSet{}
+		for tp := range p.Reorders() {
+			set.Add(tp.Topic, tp.Partition)
+		}
 		if err := until(ctx, 5*time.Minute, "no reassignment listed", func(ctx context.Context) error {
-			l, err := c.adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: nil})
-			if err != nil {
-				return err
+			n, err := c.reassigning(ctx, set)
+			if err == nil && n > 0 {
+				err = fmt.Errorf("%d reassignments listed", n)
 			}
-			if n := len(l); n > 0 {
-				return fmt.Errorf("%d reassignments listed", n)
-			}
-			return nil
+			return err
 		}); err != nil {
 			return err
 		}
@@ -130,6 +131,19 @@ func cliReorder(ctx context.Context, c *cluster, dir, topic string, p plan.Plan)
 		}
 	}
 	return c.waitShows(ctx, topic, p)
+}
+
+// reassigning counts the partitions of set under reassignment.
+func (c *cluster) reassigning(ctx context.Context, set kadm.TopicsSet) (int, error) {
+	l, err := c.adm.ListPartitionReassignments(ctx, set)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, ps := range l { // Kafka lists only the partitions under reassignment
+		n += len(ps)
+	}
+	return n, nil
 }
 
 const (

@@ -68,9 +68,18 @@ func (c *cluster) fill(ctx context.Context, topic string, partitions, mb int) er
 	return pcl.ProduceSync(ctx, recs...).FirstErr()
 }
 
+// partitionsOf is every partition of the scenario's topic.
+func partitionsOf(topic string) kadm.TopicsSet {
+	set := kadm.TopicsSet{}
+	for p := range int32(rfPartitions) {
+		set.Add(topic, p)
+	}
+	return set
+}
+
 // sizes returns each partition's size, the largest of its replicas'.
 func (c *cluster) sizes(ctx context.Context, topic string) (map[int32]int64, error) {
-	all, err := c.adm.DescribeAllLogDirs(ctx, kadm.TopicsSet{topic: nil})
+	all, err := c.adm.DescribeAllLogDirs(ctx, partitionsOf(topic))
 	if err != nil {
 		return nil, err
 	}
@@ -196,8 +205,8 @@ func (b *bench) raise(ctx context.Context, c *cluster) error {
 					return fmt.Errorf("rf %s, %s: partition %d has %v, want %v (3 replicas)", topic, contender, p, now[p], a)
 				}
 			}
-			if l, err := c.adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: nil}); err != nil || len(l) > 0 {
-				return fmt.Errorf("rf %s, %s: reassignments still listed (%d) or unreadable: %v", topic, contender, len(l), err)
+			if n, err := c.reassigning(ctx, partitionsOf(topic)); err != nil || n > 0 {
+				return fmt.Errorf("rf %s, %s: reassignments still listed (%d) or unreadable: %v", topic, contender, n, err)
 			}
 			n := copied(sizes, before, after)
 			times[contender] = append(times[contender], d)
