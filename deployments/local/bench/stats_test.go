@@ -204,3 +204,36 @@ func TestCopied(t *testing.T) {
 		t.Errorf("no change copied %d", got)
 	}
 }
+
+// Every partition is headed by the demoted broker, with distinct replicas, and the other
+// brokers hold equal shares of the followers.
+func TestLedBy(t *testing.T) {
+	for _, brokers := range [][]int32{{1, 2, 3, 4}, {1, 2, 3}} {
+		a := ledBy(1, brokers, 12)
+		count := map[int32]int{}
+		for i, r := range a {
+			if len(r) != 3 || r[0] != 1 || r[1] == r[2] || r[1] == 1 || r[2] == 1 {
+				t.Fatalf("brokers %v, partition %d: %v", brokers, i, r)
+			}
+			count[r[1]]++
+			count[r[2]]++
+		}
+		for _, b := range brokers[1:] {
+			if count[b] != 2*12/(len(brokers)-1) {
+				t.Errorf("brokers %v: broker %d follows %d partitions (%v)", brokers, b, count[b], count)
+			}
+		}
+	}
+}
+
+func TestRFAssignment(t *testing.T) {
+	a := rfAssignment([]int32{1, 2, 3, 4})
+	if len(a) != rfPartitions {
+		t.Fatalf("%d partitions", len(a))
+	}
+	for i, r := range a {
+		if len(r) != 2 || r[0] == r[1] {
+			t.Errorf("partition %d: %v", i, r)
+		}
+	}
+}
