@@ -152,24 +152,23 @@ func run(ctx context.Context, args []string) error {
 		defer cl.Close()
 		b.clusters[c.Name] = &cluster{Cluster: c, cl: cl, adm: kadm.NewClient(cl), classpath: st.Classpath(c)}
 	}
-	nc, err := nats.Connect(stack.NATSURL)
-	if err != nil {
-		return fmt.Errorf("nats (is the stack up? go tool task stack:up): %w", err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	b.nats = &natsConn{nc: nc, js: js}
-
 	b.rows = append(b.rows, []string{"scenario", "cluster", kafkamender, cli, floor, "kafkamender ÷ floor", "kafkamender ÷ CLIs", "goal"})
 	if opts.scenarios["demote"] || opts.scenarios["preferred"] || opts.scenarios["rf"] {
+		nc, err := nats.Connect(stack.NATSURL)
+		if err != nil {
+			return fmt.Errorf("nats (is the stack up? go tool task stack:up): %w", err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		b.nats = &natsConn{nc: nc, js: js}
 		b.logf("starting a worker in this process (log %s)", filepath.Join(b.dir, "worker.log"))
 		if b.w, err = startWorker(ctx, root, b.dir); err != nil {
 			return err
 		}
-		err := b.stackScenarios(ctx)
+		err = b.stackScenarios(ctx)
 		if cerr := b.w.close(); err == nil {
 			err = cerr
 		}
