@@ -97,7 +97,9 @@ func (b *bench) runs(ctx context.Context, what string, c *cluster, assignment []
 				}
 			}
 			if err == nil {
-				err = c.shows(ctx, topic, p) // every contender's change holds, read by the bench
+				// Every contender's change holds, read by the bench (untimed: brokers' metadata
+				// may lag the one the contender read by a moment).
+				err = until(ctx, 30*time.Second, "the change shows", func(ctx context.Context) error { return c.shows(ctx, topic, p) })
 			}
 			if err != nil {
 				return nil, over, fmt.Errorf("%s, %s, run %d: %w", what, who, r+1, err)
