@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,6 +90,9 @@ func (b *bench) runs(ctx context.Context, what string, c *cluster, assignment []
 				d = time.Since(start)
 				if err == nil {
 					err = didPlan(res, p)
+				}
+				if err == nil && b.opts.trace {
+					err = b.writeTrace(id, res.StartedAt, heard)
 				}
 				if err == nil {
 					before, after, ok := overhead(b.w.rec.since(res.StartedAt), c.Name, res.StartedAt, heard)
@@ -194,4 +200,22 @@ func (n *natsConn) clearCoolDown(ctx context.Context, clusterName string) error 
 		}
 	}
 	return nil
+}
+
+// writeTrace writes the worker's Kafka requests between an event's receipt and its result
+// heard, one a line, with the milliseconds since the receipt.
+func (b *bench) writeTrace(id string, received, heard time.Time) error {
+	var lines []string
+	for _, c := range b.w.rec.since(received) {
+		if c.at.After(heard) {
+			continue
+		}
+		dir := "read "
+		if c.write {
+			dir = "wrote"
+		}
+		lines = append(lines, fmt.Sprintf("%9.1f ms  %-7s %s %s", float64(c.at.Sub(received).Microseconds())/1000, c.cluster, dir, c.kind))
+	}
+	lines = append(lines, fmt.Sprintf("%9.1f ms  result heard", float64(heard.Sub(received).Microseconds())/1000))
+	return os.WriteFile(filepath.Join(b.dir, id+".trace"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
 }

@@ -61,6 +61,7 @@ type options struct {
 	scenarios map[string]bool
 	rfMB      int
 	throttle  int64
+	trace     bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -71,10 +72,11 @@ func parseFlags(args []string) (options, error) {
 	scen := fs.String("scenarios", "demote,preferred,rf,storm,scale", "scenarios to run, comma-separated")
 	rfMB := fs.Int("rf-mb", 48, "MB written to the topic of the replication-factor scenario")
 	throttle := fs.Int64("throttle", 10<<20, "replication throttle of the replication-factor scenario, bytes/s (both contenders)")
+	trace := fs.Bool("trace", false, "write the worker's Kafka requests of each kafkamender run to .state/bench/<event id>.trace")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{runs: *runs, clusters: split(*clusters), scenarios: map[string]bool{}, rfMB: *rfMB, throttle: *throttle}
+	o := options{runs: *runs, clusters: split(*clusters), scenarios: map[string]bool{}, rfMB: *rfMB, throttle: *throttle, trace: *trace}
 	for _, s := range split(*sizes) {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
