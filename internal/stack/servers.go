@@ -85,6 +85,13 @@ func (srv server) progs() []string {
 	return []string{"java"}
 }
 
+// Classpath is the Java classpath the brokers of cluster run with (the Maven-resolved jars
+// in the cache, kafka-tools among them), so that Kafka's own CLIs (ReassignPartitionsCommand,
+// LeaderElectionCommand) can run from the same jars, e.g. for side-by-side benchmarks.
+func (s *Stack) Classpath(cluster Cluster) string {
+	return filepath.Join(s.libs(server{kind: kindKafka, cluster: cluster}), "*")
+}
+
 func (s *Stack) libs(srv server) string {
 	switch {
 	case srv.kind == kindKafka && srv.cluster.Mode == ModeKRaft:

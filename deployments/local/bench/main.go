@@ -1,0 +1,251 @@
+// Command bench compares kafkamender with Kafka's own tools on the local stack, side by
+// side in one run, and prints one table (go tool task bench):
+//
+//   - demote: move leadership off a broker leading 100 and 1,000 partitions, on the
+//     ZooKeeper-mode cluster "local" (Kafka 3.9) and the KRaft cluster "kraft" (Kafka 4.1):
+//     kafkamender (a broker-overloaded event on NATS → its verified result) vs Kafka's CLIs
+//     (kafka-reassign-partitions --execute, --verify until done, kafka-leader-election
+//     --election-type PREFERRED, from the jars the stack runs) vs the floor (kadm: one
+//     AlterPartitionReassignments, wait until none is listed, one ElectLeaders, wait until
+//     the metadata agrees). Each contender gets a fresh topic with the same assignment, and
+//     the target each applies is what internal/plan computes for it (the same for all
+//     three; kafkamender's result must list exactly that change);
+//   - preferred: one partition's preferred leader, the same three ways; the kafkamender runs
+//     also give its own overhead, from its Kafka client's per-request log: event received →
+//     first write that changes the cluster, last answer read → result heard;
+//   - rf: a topic with data raised from 2 to 3 replicas with the same throttle, kafkamender
+//     vs the CLI executing the assignment Kafka's controller gives a scratch topic of the
+//     same partition count at factor 3: time, and bytes copied against the minimum;
+//   - storm and scale: BenchmarkAlertStorm and BenchmarkScale100k (internal/handlers),
+//     run as `go test -bench` and parsed.
+//
+// Every scenario runs -runs times (3 by default), the contenders' order rotated each run;
+// the table gives the median and the range. The worker runs in this process, configured
+// by deployments/local/worker.yaml. The stack must be up (go tool task stack:up).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafkamender/kafkamender/internal/stack"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	runs      int
+	sizes     []int
+	clusters  []string
+	scenarios map[string]bool
+	rfMB      int
+	throttle  int64
+	trace     bool
+}
+
+func parseFlags(args []string) (options, error) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	runs := fs.Int("runs", 3, "runs of each scenario (at least 3 for a median worth the name)")
+	sizes := fs.String("sizes", "100,1000", "partitions the demoted broker leads, comma-separated")
+	clusters := fs.String("clusters", "local,kraft", "clusters of the stack to demote on, comma-separated")
+	scen := fs.String("scenarios", "demote,preferred,rf,storm,scale", "scenarios to run, comma-separated")
+	rfMB := fs.Int("rf-mb", 48, "MB written to the topic of the replication-factor scenario")
+	throttle := fs.Int64("throttle", 10<<20, "replication throttle of the replication-factor scenario, bytes/s (both contenders)")
+	trace := fs.Bool("trace", false, "write the worker's Kafka requests of each kafkamender run to .state/bench/<event id>.trace")
+	if err := fs.Parse(args); err != nil {
+		return options{}, err
+	}
+	o := options{runs: *runs, clusters: split(*clusters), scenarios: map[string]bool{}, rfMB: *rfMB, throttle: *throttle, trace: *trace}
+	for _, s := range split(*sizes) {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
+			return o, fmt.Errorf("-sizes: %q is not a partition count", s)
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	for _, s := range split(*scen) {
+		switch s {
+		case "demote", "preferred", "rf", "storm", "scale":
+			o.scenarios[s] = true
+		default:
+			return o, fmt.Errorf("-scenarios: unknown %q", s)
+		}
+	}
+	if o.runs < 1 {
+		return o, fmt.Errorf("-runs %d: want 1 or more", o.runs)
+	}
+	return o, nil
+}
+
+func split(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// bench is what the scenarios share.
+type bench struct {
+	opts     options
+	root     string
+	dir      string // .state/bench: the worker's log, the CLIs' JSON files
+	stamp    string // this run's, in topic names and event ids
+	clusters map[string]*cluster
+	nats     *natsConn
+	w        *benchWorker
+	rows     [][]string
+	notes    []string
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+func run(ctx context.Context, args []string) error {
+	opts, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	root, err := stack.FindRoot(".")
+	if err != nil {
+		return err
+	}
+	st, err := stack.New(stack.Options{Root: root})
+	if err != nil {
+		return err
+	}
+	b := &bench{opts: opts, root: root, dir: filepath.Join(root, ".state", "bench"),
+		stamp: time.Now().UTC().Format("150405"), clusters: map[string]*cluster{}}
+	if err := os.MkdirAll(b.dir, 0o755); err != nil {
+		return err
+	}
+	for _, c := range stack.Clusters() {
+		if c.Name == "legacy" {
+			continue
+		}
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
+		b.clusters[c.Name] = &cluster{Cluster: c, cl: cl, adm: kadm.NewClient(cl), classpath: st.Classpath(c)}
+	}
+	b.rows = append(b.rows, []string{"scenario", "cluster", kafkamender, cli, floor, "kafkamender ÷ floor", "kafkamender ÷ CLIs", "goal"})
+	if opts.scenarios["demote"] || opts.scenarios["preferred"] || opts.scenarios["rf"] {
+		nc, err := nats.Connect(stack.NATSURL)
+		if err != nil {
+			return fmt.Errorf("nats (is the stack up? go tool task stack:up): %w", err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		b.nats = &natsConn{nc: nc, js: js}
+		b.logf("starting a worker in this process (log %s)", filepath.Join(b.dir, "worker.log"))
+		if b.w, err = startWorker(ctx, root, b.dir); err != nil {
+			return err
+		}
+		err = b.stackScenarios(ctx)
+		if cerr := b.w.close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if opts.scenarios["storm"] {
+		if err := b.storm(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.scenarios["scale"] {
+		if err := b.scale(ctx); err != nil {
+			return err
+		}
+	}
+	fmt.Print(b.machine(ctx))
+	fmt.Println()
+	fmt.Print(table(b.rows))
+	if len(b.notes) > 0 {
+		fmt.Println()
+		for _, n := range b.notes {
+			fmt.Println("- " + n)
+		}
+	}
+	return nil
+}
+
+func (b *bench) stackScenarios(ctx context.Context) error {
+	if b.opts.scenarios["demote"] {
+		for _, name := range b.opts.clusters {
+			c, ok := b.clusters[name]
+			if !ok {
+				return fmt.Errorf("-clusters: no cluster %q (have local, kraft)", name)
+			}
+			for _, n := range b.opts.sizes {
+				if err := b.demote(ctx, c, n); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if b.opts.scenarios["preferred"] {
+		for _, name := range b.opts.clusters {
+			if err := b.preferred(ctx, b.clusters[name]); err != nil {
+				return err
+			}
+		}
+	}
+	if b.opts.scenarios["rf"] {
+		if err := b.raise(ctx, b.clusters["local"]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// machine describes where the numbers come from.
+func (b *bench) machine(ctx context.Context) string {
+	cpu := "unknown CPU"
+	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	javaVersion := "java: unknown"
+	if out, err := exec.CommandContext(ctx, javaBinary(), "-version").CombinedOutput(); err == nil {
+		javaVersion = strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]
+	}
+	return fmt.Sprintf("Machine: %s, %d cores (GOMAXPROCS %d), %s/%s; %s; %s\n"+
+		"Kafka: %s (cluster local, ZooKeeper mode, 4 brokers), %s (cluster kraft, KRaft, 3 nodes); CLIs from the same jars; runs per scenario: %d, order rotated each run\n",
+		cpu, runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, runtime.Version(), javaVersion,
+		stack.Kafka39Version, stack.Kafka4Version, b.opts.runs)
+}
