@@ -310,7 +310,7 @@ func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeou
 	deadline := time.Now().Add(timeout)
 	names := topicsOf(planned)
 	var last map[kafka.TopicPartition]kafka.Partition
-	for {
+	for i := 0; ; i++ {
 		snap, err := rd.Snapshot(ctx, names...)
 		if err == nil {
 			last = map[kafka.TopicPartition]kafka.Partition{}
@@ -340,7 +340,7 @@ func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeou
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+		case <-time.After(kafka.PollDelay(i)):
 		}
 	}
 }

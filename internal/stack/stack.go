@@ -314,12 +314,22 @@ func (s *Stack) pid(srv server) (int, error) {
 func (s *Stack) start(ctx context.Context, srv server) error {
 	// A port held by another process (a stack of another checkout, a CI run) would make
 	// the server fail to bind, and the checks then talk to the other process's server.
+	// A client's connection may hold one of the fixed ports for a moment as its own
+	// ephemeral port (they are in Linux's ephemeral range): wait a little before calling
+	// it taken. `stackctl reserve-ports` keeps the kernel from handing them out.
 	for _, addr := range srv.listenAddrs() {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("%s: cannot start: %s is taken by a process that is not this stack's (another checkout's stack, or a CI run?): %w", srv.name, addr, err)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			ln, err := net.Listen("tcp", addr)
+			if err == nil {
+				ln.Close()
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("%s: cannot start: %s is taken by a process that is not this stack's (another checkout's stack, or a CI run?): %w", srv.name, addr, err)
+			}
+			time.Sleep(250 * time.Millisecond)
 		}
-		ln.Close()
 	}
 	if err := s.writeConfig(srv); err != nil {
 		return fmt.Errorf("%s: write config: %w", srv.name, err)
@@ -452,6 +462,19 @@ func (s *Stack) Status(ctx context.Context) ([]ServerStatus, error) {
 		out = append(out, st)
 	}
 	return out, nil
+}
+
+// Ports lists every port the stack's servers listen on, in start order.
+func Ports() []string {
+	var out []string
+	for _, srv := range servers() {
+		for _, a := range srv.listenAddrs() {
+			if _, port, err := net.SplitHostPort(a); err == nil {
+				out = append(out, port)
+			}
+		}
+	}
+	return out
 }
 
 // listenAddrs are the addresses the server listens on.

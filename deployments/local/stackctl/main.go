@@ -36,6 +36,8 @@ commands:
   start S          start server S and wait until it answers
   restart S        stop, then start server S
   verify-down      exit 1 if any server process of the stack is still running
+  reserve-ports    add the stack's ports to net.ipv4.ip_local_reserved_ports (root), so that
+                   no client connection takes one as its ephemeral port (CI does this)
   topic C T [P R]  create topic T on cluster C (local or kraft) with P partitions (default 4)
                    of R replicas (default 2), placed by Kafka; harmless when it exists
 
@@ -105,6 +107,8 @@ func run(ctx context.Context, cmd string, args []string) error {
 		}
 	case "topic":
 		return topic(ctx, args)
+	case "reserve-ports":
+		return reservePorts()
 	case "verify-down":
 		running, err := st.Running()
 		if err != nil {
@@ -199,5 +203,25 @@ func topic(ctx context.Context, args []string) error {
 		return fmt.Errorf("create topic %s on cluster %s: %w", args[1], c.Name, err)
 	}
 	fmt.Printf("created topic %s on cluster %s: %d partitions of %d replicas\n", args[1], c.Name, partitions, replicas)
+	return nil
+}
+
+// reservePorts adds the stack's ports to the kernel's reserved local ports, keeping those
+// already reserved: the fixed ports lie in Linux's ephemeral range, and a client that got
+// one for its end of a connection would keep a server from starting.
+func reservePorts() error {
+	const path = "/proc/sys/net/ipv4/ip_local_reserved_ports"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	ports := stack.Ports()
+	if cur := strings.TrimSpace(string(raw)); cur != "" {
+		ports = append([]string{cur}, ports...)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(ports, ",")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("reserve the stack's ports (needs root): %w", err)
+	}
+	fmt.Println("reserved local ports:", strings.Join(stack.Ports(), ","))
 	return nil
 }
