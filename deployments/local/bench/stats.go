@@ -20,16 +20,23 @@ type summary struct {
 // summarize returns the median, min and max of runs (the median of an even count is the
 // mean of the middle two). An empty input gives the zero summary.
 func summarize(runs []time.Duration) summary {
-	if len(runs) == 0 {
-		return summary{}
+	n, m, lo, hi := medianRange(runs)
+	return summary{n: n, median: m, min: lo, max: hi}
+}
+
+// medianRange returns the count, median (the mean of the middle two for an even count),
+// minimum and maximum of vs; zeros when it is empty.
+func medianRange[T time.Duration | float64](vs []T) (n int, median, lo, hi T) {
+	if len(vs) == 0 {
+		return 0, 0, 0, 0
 	}
-	s := slices.Clone(runs)
+	s := slices.Clone(vs)
 	slices.Sort(s)
-	m := s[len(s)/2]
+	median = s[len(s)/2]
 	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+		median = (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
-	return summary{n: len(s), median: m, min: s[0], max: s[len(s)-1]}
+	return len(s), median, s[0], s[len(s)-1]
 }
 
 // spread is the range of the runs around the median, as a share of it: (max-min)/median.
@@ -215,16 +222,8 @@ type fsummary struct {
 }
 
 func summarizeF(vs []float64) fsummary {
-	if len(vs) == 0 {
-		return fsummary{}
-	}
-	s := slices.Clone(vs)
-	slices.Sort(s)
-	m := s[len(s)/2]
-	if len(s)%2 == 0 {
-		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return fsummary{n: len(s), median: m, min: s[0], max: s[len(s)-1]}
+	n, m, lo, hi := medianRange(vs)
+	return fsummary{n: n, median: m, min: lo, max: hi}
 }
 
 // format is "median (min–max)" with each value in verb.
