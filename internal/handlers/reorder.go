@@ -122,7 +122,12 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 		if err := x.save(ctx, journal.StepReordering); err != nil {
 			return 0, err
 		}
-		err := r.apply(ctx, log, func(ctx context.Context) error { return be.Reorder(ctx, reorders) })
+		reorder := be.Reorder
+		if early, ok := be.(kafka.ElectionReorderer); ok && len(p.Elections()) > 0 {
+			// The elections follow at once; the reads after them wait for what they check.
+			reorder = early.ReorderForElection
+		}
+		err := r.apply(ctx, log, func(ctx context.Context) error { return reorder(ctx, reorders) })
 		res.ControllerFailover = be.ControllerFailover()
 		if err != nil {
 			return 0, fmt.Errorf("reorder replicas: %w", err)
@@ -161,6 +166,16 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	}
 	for tp := range electErrs {
 		skipped[tp] = true
+	}
+	if failed := electedOrders(p.Reorders(), electErrs); len(failed) > 0 {
+		// Whether to put an order back is read from metadata, which may not show the new
+		// order yet (the reorders returned at the controller): wait until it does, or
+		// until the verify timeout, before reading.
+		wctx, cancel := context.WithTimeout(ctx, r.h.cfg.VerifyTimeout)
+		if err := kafka.WaitForOrders(wctx, r.c.Client, failed); err != nil {
+			log.Warn("the new orders of partitions whose election failed do not show yet", zap.Error(err))
+		}
+		cancel()
 	}
 	now, err := observe(ctx, r.rd(), e.Changes, r.h.cfg.VerifyTimeout, skipped, true)
 	if err != nil {
@@ -210,6 +225,17 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 		res.Skipped = append(res.Skipped, skip)
 	}
 	return verified, nil
+}
+
+// electedOrders returns the new orders of the reordered partitions whose election failed.
+func electedOrders(reorders map[kafka.TopicPartition][]int32, electErrs map[kafka.TopicPartition]error) map[kafka.TopicPartition][]int32 {
+	out := map[kafka.TopicPartition][]int32{}
+	for tp := range electErrs {
+		if order, ok := reorders[tp]; ok {
+			out[tp] = order
+		}
+	}
+	return out
 }
 
 // rollback undoes what a final failure left half-done: zk-nudge topic znodes rewritten

@@ -32,12 +32,20 @@ func (b *APIBackend) ControllerFailover() bool { return false }
 
 // Reorder sends one AlterPartitionReassignments request with the same replica sets in the
 // new orders. On both controllers a pure reorder completes at once and moves no data; the
-// leader stays where it is until an election. It returns once the controller lists none
-// of them as reassigning: the controller elects from its own state, so a preferred
-// election may follow at once, without waiting for the brokers' metadata to catch up (on
-// KRaft that wait was most of a 1,000-partition demotion's cost beyond the bare requests).
-// What a fresh read shows is verified after the election.
-func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) (err error) {
+// leader stays where it is until an election. It returns once metadata shows every order.
+func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) error {
+	if err := b.ReorderForElection(ctx, orders); err != nil {
+		return err
+	}
+	return WaitForOrders(ctx, b.cl, orders)
+}
+
+// ReorderForElection is Reorder returning as soon as the controller lists none of the
+// partitions as reassigning, before the brokers' metadata shows the new orders: the
+// controller elects from its own state, so a preferred election may follow at once (on
+// KRaft the metadata wait was most of a 1,000-partition demotion's cost beyond the bare
+// requests). Whoever reads the cluster after it must wait for what it expects to show.
+func (b *APIBackend) ReorderForElection(ctx context.Context, orders map[TopicPartition][]int32) (err error) {
 	defer func() { err = classify(err) }()
 	if len(orders) == 0 {
 		return nil

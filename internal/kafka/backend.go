@@ -53,6 +53,12 @@ type Reorderer interface {
 	ControllerFailover() bool
 }
 
+// ElectionReorderer is a Reorderer that can return as soon as the controller has the new
+// orders (APIBackend), before the brokers' metadata shows them.
+type ElectionReorderer interface {
+	ReorderForElection(ctx context.Context, orders map[TopicPartition][]int32) error
+}
+
 var (
 	_ Reorderer = (*APIBackend)(nil)
 	_ Reorderer = (*ZKBackend)(nil)
