@@ -167,7 +167,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	for tp := range electErrs {
 		skipped[tp] = true
 	}
-	if failed := electedOrders(p.Reorders(), electErrs); len(failed) > 0 {
+	if failed := failedElectionOrders(p.Reorders(), electErrs); len(failed) > 0 {
 		// Whether to put an order back is read from metadata, which may not show the new
 		// order yet (the reorders returned at the controller): wait until it does, or
 		// until the verify timeout, before reading.
@@ -227,8 +227,8 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	return verified, nil
 }
 
-// electedOrders returns the new orders of the reordered partitions whose election failed.
-func electedOrders(reorders map[kafka.TopicPartition][]int32, electErrs map[kafka.TopicPartition]error) map[kafka.TopicPartition][]int32 {
+// failedElectionOrders returns the new orders of the reordered partitions whose election failed.
+func failedElectionOrders(reorders map[kafka.TopicPartition][]int32, electErrs map[kafka.TopicPartition]error) map[kafka.TopicPartition][]int32 {
 	out := map[kafka.TopicPartition][]int32{}
 	for tp := range electErrs {
 		if order, ok := reorders[tp]; ok {

@@ -116,7 +116,10 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 		// keeps a refused credential or an untrusted certificate to itself until the next
 		// probe. One attempt of our own says at once when no retry will do.
 		go func() {
-			_, err := nats.Connect(cfg.NATS.URL.Reveal(), append(security, nats.NoReconnect(), nats.Timeout(5*time.Second))...)
+			probe, err := nats.Connect(cfg.NATS.URL.Reveal(), append(security, nats.NoReconnect(), nats.Timeout(5*time.Second))...)
+			if probe != nil {
+				probe.Close() // it only had to say why the first attempt failed
+			}
 			if err != nil && isNATSSecurityError(cfg.NATS, err) && !conn.IsConnected() {
 				nc.setRefusal(explainNATSError(cfg.NATS, err))
 				h.set(dep, "", nc.lastRefusal())
