@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 // workerStreams are the streams as a worker sets them up (internal/pipeline,
@@ -71,22 +72,10 @@ func ensureStreams(t *testing.T, js jetstream.JetStream) {
 // free port with its storage in a temporary directory, and returns its URL.
 func startNATS(t *testing.T) string {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
+	return testenv.StartNATSServer(t, &server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
 		NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Start()
-	t.Cleanup(func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	})
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("embedded nats-server not ready")
-	}
-	return s.ClientURL()
+	}, nil).ClientURL()
 }
 
 // waitStored waits until the results stream holds a result for id. A waiter on the result

@@ -26,6 +26,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/stack"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 	"github.com/kafkamender/kafkamender/internal/worker"
 )
 
@@ -83,18 +84,8 @@ func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*s
 		t.Fatalf("docs/security.md's authorization: %v", err)
 	}
 	opts.NoSigs = true
-	s, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
 	v := &violations{}
-	s.SetLogger(v, false, false)
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	return s, v
+	return testenv.StartNATSServer(t, opts, v), v
 }
 
 // The permissions docs/security.md gives the worker and the emitter are enough for

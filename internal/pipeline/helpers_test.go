@@ -33,22 +33,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{
+	srv := testenv.StartNATSServer(t, &server.Options{
 		Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
 		NoLog: true, NoSigs: true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() {
-		srv.Shutdown()
-		srv.WaitForShutdown()
-	})
+	}, nil)
 	e := &env{t: t, srv: srv}
+	var err error
 	e.nc = e.connect()
 	e.js, err = jetstream.New(e.nc)
 	if err != nil {

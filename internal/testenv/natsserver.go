@@ -16,28 +16,43 @@ import (
 	"github.com/kafkamender/kafkamender/internal/certs"
 )
 
+// StartNATSServer runs a nats-server with the options o inside the test process and
+// returns it once it accepts connections; logger, when not nil, receives its log. It is
+// shut down, and waited for, when the test ends.
+func StartNATSServer(t testing.TB, o *server.Options, logger server.Logger) *server.Server {
+	t.Helper()
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	if logger != nil {
+		s.SetLogger(logger, false, false)
+	}
+	s.Start()
+	t.Cleanup(func() {
+		s.Shutdown()
+		s.WaitForShutdown()
+	})
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready after 10s")
+	}
+	return s
+}
+
 // InProcessNATS starts a nats-server with JetStream inside the test process, on a random
 // loopback port with its store in a temporary directory, for tests of NATS-only logic that
 // need no Kafka (it is not the local stack's server, so such tests run beside any other).
 // It returns a connection; both end with the test.
 func InProcessNATS(t testing.TB) (*server.Server, *nats.Conn) {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{
+	s := StartNATSServer(t, &server.Options{
 		Host:      "127.0.0.1",
 		Port:      server.RANDOM_PORT,
 		JetStream: true,
 		StoreDir:  t.TempDir(),
 		NoLog:     true,
 		NoSigs:    true,
-	})
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready after 10s")
-	}
+	}, nil)
 	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatalf("nats: %v", err)
@@ -138,15 +153,7 @@ func InProcessSecureNATS(t testing.TB, opts SecureNATSOptions) *SecureNATS {
 	for _, pub := range opts.NKeys {
 		o.Nkeys = append(o.Nkeys, &server.NkeyUser{Nkey: pub})
 	}
-	s, err := server.NewServer(o)
-	if err != nil {
-		t.Fatalf("nats-server: %v", err)
-	}
-	s.Start()
-	t.Cleanup(s.Shutdown)
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready after 10s")
-	}
+	s := StartNATSServer(t, o, nil)
 	sn.Server = s
 	sn.URL = fmt.Sprintf("tls://127.0.0.1:%d", s.Addr().(*net.TCPAddr).Port)
 	return sn
