@@ -14,6 +14,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -56,7 +57,7 @@ func TestKillPreferredLeaderAtEachStep(t *testing.T) {
 			if res.Status != events.StatusSucceeded || len(res.Changes) != 2 {
 				t.Fatalf("result %s %q, changes %v: want succeeded with 2 changes", res.Status, res.Error, res.Changes)
 			}
-			r.outcome(res, topic, before, func(p kafka.Partition) bool {
+			r.outcome(res, topic, before, func(p model.Partition) bool {
 				return p.Partition < 2 && p.Replicas[0] == 3 && p.Leader == 3
 			}, true)
 			r.noLeftovers([]string{topic}, nil)
@@ -80,7 +81,7 @@ func TestKillBrokerOverloadedAtEachStep(t *testing.T) {
 			if res.Status != events.StatusSucceeded || len(res.Changes) != len(assignment) {
 				t.Fatalf("result %s %q, %d changes: want succeeded with %d", res.Status, res.Error, len(res.Changes), len(assignment))
 			}
-			r.outcome(res, topic, before, func(p kafka.Partition) bool {
+			r.outcome(res, topic, before, func(p model.Partition) bool {
 				return p.Leader != 2 && p.Replicas[0] == p.Leader
 			}, true)
 			r.noLeftovers([]string{topic}, nil)
@@ -111,8 +112,8 @@ func TestKillReplicationFactorAtEachStep(t *testing.T) {
 	}
 }
 
-func grew(before []kafka.Partition) func(kafka.Partition) bool {
-	return func(p kafka.Partition) bool {
+func grew(before []model.Partition) func(model.Partition) bool {
+	return func(p model.Partition) bool {
 		b := before[p.Partition].Replicas
 		return len(p.Replicas) == len(b)+1 && slices.Equal(p.Replicas[:len(b)], b)
 	}
@@ -152,7 +153,7 @@ func TestKillDuringTheCopy(t *testing.T) {
 		!strings.Contains(stored.Error, "timeout after 25s") || !strings.Contains(stored.Error, "cancelled 1 unfinished reassignments") {
 		t.Fatalf("result %s by %s (%q), want failed by b: timeout, cancelled", stored.Status, stored.Worker, stored.Error)
 	}
-	r.outcome(stored, topic, before, func(kafka.Partition) bool { return false }, false)
+	r.outcome(stored, topic, before, func(model.Partition) bool { return false }, false)
 	r.noLeftoversAt([]string{topic}, nil, crawlRate)
 }
 
@@ -251,7 +252,7 @@ func TestCrashLoopEndsInADeadLetter(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no dead letter")
 	}
-	r.outcome(stored, topic, before, func(kafka.Partition) bool { return false }, true)
+	r.outcome(stored, topic, before, func(model.Partition) bool { return false }, true)
 	r.noLeftovers([]string{topic}, nil)
 }
 

@@ -21,7 +21,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -571,9 +571,9 @@ func TestAlertmanagerToWorker(t *testing.T) {
 }
 
 // shedFrom waits until no partition of topic is led by broker and returns the placement.
-func (r *rig) shedFrom(topic string, broker int32) []kafka.Partition {
+func (r *rig) shedFrom(topic string, broker int32) []model.Partition {
 	r.t.Helper()
-	var now []kafka.Partition
+	var now []model.Partition
 	testenv.Eventually(r.t, 30*time.Second, func() error {
 		now = r.partitions(topic)
 		for _, p := range now {
@@ -587,9 +587,9 @@ func (r *rig) shedFrom(topic string, broker int32) []kafka.Partition {
 }
 
 // unchangedSince checks that topic's replicas and leaders are as in before, after what.
-func (r *rig) unchangedSince(topic string, before []kafka.Partition, what string) {
+func (r *rig) unchangedSince(topic string, before []model.Partition, what string) {
 	r.t.Helper()
-	if now := r.partitions(topic); !slices.EqualFunc(now, before, func(x, y kafka.Partition) bool {
+	if now := r.partitions(topic); !slices.EqualFunc(now, before, func(x, y model.Partition) bool {
 		return x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
 	}) {
 		r.t.Errorf("partitions changed after %s: %v -> %v", what, before, now)

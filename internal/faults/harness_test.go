@@ -23,7 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 	"github.com/kafkamender/kafkamender/internal/worker"
@@ -355,13 +355,13 @@ func (r *rig) topic(prefix string, assignment [][]int32, perPartition int, confi
 }
 
 // partitions reads a topic's partitions.
-func (r *rig) partitions(topic string) []kafka.Partition {
+func (r *rig) partitions(topic string) []model.Partition {
 	r.t.Helper()
 	return r.env.Partitions(r.t, r.real, r.cl, topic)
 }
 
 // outcome: see testenv.CheckOutcome.
-func (r *rig) outcome(res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+func (r *rig) outcome(res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	r.t.Helper()
 	r.env.CheckOutcome(r.t, r.real, r.cl, res, topic, before, want, leaders)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -24,7 +25,7 @@ func legacyCopying(t *testing.T, r *rig, topic string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := targets[kafka.TopicPartition{Topic: topic, Partition: 0}]; !ok {
+	if _, ok := targets[model.TopicPartition{Topic: topic, Partition: 0}]; !ok {
 		t.Fatalf("/admin/reassign_partitions lists %v, not the copy of %s-0: it ended too soon for the test", targets, topic)
 	}
 	if got := r.env.BrokerThrottles(t, r.real, r.cl)["3/"+kafka.FollowerThrottledRate]; got != strconv.Itoa(throttleRate) {

@@ -3,13 +3,13 @@ package handlers
 import (
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 func TestBatchMovesCapsPerBroker(t *testing.T) {
 	ch := func(p int32, before, after []int32) plan.Change {
-		return plan.Change{TopicPartition: kafka.TopicPartition{Topic: "t", Partition: p}, ReplicasBefore: before, ReplicasAfter: after}
+		return plan.Change{TopicPartition: model.TopicPartition{Topic: "t", Partition: p}, ReplicasBefore: before, ReplicasAfter: after}
 	}
 	changes := []plan.Change{
 		ch(0, []int32{1, 2}, []int32{1, 2, 3}),

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -14,19 +14,19 @@ import (
 // replicas from its start: only the znode says it runs. A reassignment is ours when the
 // journal lists it as submitted and it goes to the planned replicas.
 func TestClassifyLegacyAndAPI(t *testing.T) {
-	tp := func(p int32) kafka.TopicPartition { return kafka.TopicPartition{Topic: "orders", Partition: p} }
+	tp := func(p int32) model.TopicPartition { return model.TopicPartition{Topic: "orders", Partition: p} }
 	raise := func(p int32) plan.Change {
 		return plan.Change{TopicPartition: tp(p), ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{1, 2, 3}}
 	}
 	trim := plan.Change{TopicPartition: tp(7), ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{1, 2}}
 	e := &journal.Entry{
 		Changes:       []plan.Change{raise(0), raise(1), raise(2), raise(3), raise(4), raise(5), raise(6), trim},
-		Reassignments: []kafka.TopicPartition{tp(0), tp(1), tp(3), tp(5), tp(7)},
+		Reassignments: []model.TopicPartition{tp(0), tp(1), tp(3), tp(5), tp(7)},
 	}
-	part := func(p int32, replicas []int32, isr []int32) kafka.Partition {
-		return kafka.Partition{TopicPartition: tp(p), Replicas: replicas, ISR: isr, Leader: 1}
+	part := func(p int32, replicas []int32, isr []int32) model.Partition {
+		return model.Partition{TopicPartition: tp(p), Replicas: replicas, ISR: isr, Leader: 1}
 	}
-	legacy := func(p kafka.Partition, target []int32) kafka.Partition {
+	legacy := func(p model.Partition, target []int32) model.Partition {
 		p.Target = target
 		for _, r := range p.Replicas {
 			if !contains(target, r) {
@@ -35,7 +35,7 @@ func TestClassifyLegacyAndAPI(t *testing.T) {
 		}
 		return p
 	}
-	snap := &kafka.Snapshot{Topics: map[string][]kafka.Partition{"orders": {
+	snap := &model.Snapshot{Topics: map[string][]model.Partition{"orders": {
 		legacy(part(0, []int32{1, 2, 3}, []int32{1, 2}), []int32{1, 2, 3}),                                     // ours, copying: metadata shows the target already
 		part(1, []int32{1, 2, 3}, []int32{1, 2, 3}),                                                            // ours, gone from the znode: done
 		legacy(part(2, []int32{1, 2, 3}, []int32{1, 2}), []int32{1, 2, 3}),                                     // not submitted by us: someone else's

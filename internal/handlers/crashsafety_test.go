@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -87,8 +88,8 @@ func filled(t *testing.T, env *testenv.Env, cluster string, assignment [][]int32
 	return topic
 }
 
-func grew(before []kafka.Partition) func(kafka.Partition) bool {
-	return func(p kafka.Partition) bool {
+func grew(before []model.Partition) func(model.Partition) bool {
+	return func(p model.Partition) bool {
 		return len(p.Replicas) == len(before[p.Partition].Replicas)+1 && slices.Equal(p.Replicas[:len(before[p.Partition].Replicas)], before[p.Partition].Replicas)
 	}
 }
@@ -287,7 +288,7 @@ func TestControllerKilledDuringPreferredLeader(t *testing.T) {
 	if res.Status != events.StatusSucceeded || len(res.Changes) != 2 {
 		t.Fatalf("result %s %q %+v, want succeeded with 2 changes", res.Status, res.Error, res.Changes)
 	}
-	testenv.CheckOutcome(t, cl, res, topic, before, func(p kafka.Partition) bool { return p.Leader == target && p.Replicas[0] == target }, true)
+	testenv.CheckOutcome(t, cl, res, topic, before, func(p model.Partition) bool { return p.Leader == target && p.Replicas[0] == target }, true)
 	f.noLeftovers([]string{topic}, nil, "")
 }
 

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -72,10 +72,10 @@ func TestLockBusyIsRetriedLater(t *testing.T) {
 // checkPreferred checks the end of a preferred-leader event that was asked to make broker
 // the preferred leader of every partition of topic: one stored result, every partition as
 // asked or as before with the result's changes saying which, nothing of ours left.
-func checkPreferred(t *testing.T, f *fleet, id, topic string, before []kafka.Partition, broker int32) {
+func checkPreferred(t *testing.T, f *fleet, id, topic string, before []model.Partition, broker int32) {
 	t.Helper()
 	stored := f.stored(id)
-	testenv.CheckOutcome(t, f.env.Kafka(t, f.real), stored, topic, before, func(p kafka.Partition) bool {
+	testenv.CheckOutcome(t, f.env.Kafka(t, f.real), stored, topic, before, func(p model.Partition) bool {
 		return p.Leader == broker && p.Replicas[0] == broker
 	}, true)
 	f.noLeftovers([]string{topic}, nil, "")

@@ -17,7 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/handlers"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -273,7 +273,7 @@ func TestGuardrailsShedLeavesProtectedTopics(t *testing.T) {
 			if want := []string{protected + "-0", protected + "-1", protected + "-2", protected + "-3"}; !slices.Equal(skipped, want) {
 				t.Errorf("skipped as protected: %v, want %v", skipped, want)
 			}
-			shed := map[kafka.TopicPartition]bool{}
+			shed := map[model.TopicPartition]bool{}
 			for _, c := range res.Changes {
 				if c.Topic == protected {
 					t.Errorf("changed %s of the protected topic: %v led by %d", c.TopicPartition, c.ReplicasAfter, c.LeaderAfter)
@@ -307,7 +307,7 @@ func TestGuardrailsShedLeavesProtectedTopics(t *testing.T) {
 func exactly(s string) *regexp.Regexp { return regexp.MustCompile("^" + regexp.QuoteMeta(s) + "$") }
 
 // showPlacement shows each partition's replicas and leader.
-func showPlacement(ps []kafka.Partition) string {
+func showPlacement(ps []model.Partition) string {
 	var b strings.Builder
 	for _, p := range ps {
 		fmt.Fprintf(&b, "%d:%v@%d ", p.Partition, p.Replicas, p.Leader)

@@ -18,8 +18,8 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
@@ -444,7 +444,7 @@ func (l *heldLease) Release(ctx context.Context) error { return nil }
 func changes(n int) []plan.Change {
 	var out []plan.Change
 	for i := range n {
-		out = append(out, plan.Change{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: int32(i)},
+		out = append(out, plan.Change{TopicPartition: model.TopicPartition{Topic: "orders", Partition: int32(i)},
 			ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}, LeaderBefore: 1, LeaderAfter: 2})
 	}
 	return out
@@ -457,7 +457,7 @@ func TestBeginAppliesThePlanGuardrails(t *testing.T) {
 	h, js := guarded(t, testGuardrails) // at most 2 partitions, 1 operation per hour
 	begin := func(ev *events.Event, n int) (*exec, error) {
 		res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster,
-			Skipped: []plan.Skip{{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x", Code: plan.SkipNotInSync}}}
+			Skipped: []plan.Skip{{TopicPartition: model.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x", Code: plan.SkipNotInSync}}}
 		x := &exec{h: h, l: &lease{held: &heldLease{}}, job: pipeline.NewTestJob(ev, nil), res: res, log: zap.NewNop()}
 		return x, x.begin(t.Context(), journal.Entry{Changes: changes(n)})
 	}
@@ -546,8 +546,8 @@ func TestBeginAppliesThePlanGuardrails(t *testing.T) {
 // fakeTask plans p and does nothing else.
 type fakeTask struct{ p plan.Plan }
 
-func (f fakeTask) plan(context.Context) (*kafka.Snapshot, plan.Plan, error) {
-	return &kafka.Snapshot{}, f.p, nil
+func (f fakeTask) plan(context.Context) (*model.Snapshot, plan.Plan, error) {
+	return &model.Snapshot{}, f.p, nil
 }
 func (fakeTask) start(context.Context, *exec) error  { return errors.New("not a dry run") }
 func (fakeTask) resume(context.Context, *exec) error { return errors.New("not a dry run") }
@@ -572,7 +572,7 @@ func TestDryRunGuardrails(t *testing.T) {
 		{3, events.StatusRejected, "guardrails.max_partitions_per_event: the plan changes 3 partitions, over the cap of 2"},
 	} {
 		res, err := h.dryRun(t.Context(), &events.Result{}, fakeTask{plan.Plan{Changes: changes(tc.n),
-			Skipped: []plan.Skip{{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x"}}}})
+			Skipped: []plan.Skip{{TopicPartition: model.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x"}}}})
 		if err != nil || res.Status != tc.status || res.Error != tc.err {
 			t.Errorf("dry run of %d partitions: %s %q (%v), want %s %q", tc.n, res.Status, res.Error, err, tc.status, tc.err)
 		}
@@ -643,8 +643,8 @@ func TestNewGuardrails(t *testing.T) {
 // replicas' sizes when protection is why nothing moves.
 func TestLogDirSummaryWithProtectedReplicas(t *testing.T) {
 	one := int32(1)
-	move := plan.Change{TopicPartition: kafka.TopicPartition{Topic: "orders", Partition: 1}, Broker: &one, DirBefore: "/a", DirAfter: "/b", Bytes: 50}
-	skip := plan.Skip{TopicPartition: kafka.TopicPartition{Topic: "protected-a", Partition: 0}, Code: plan.SkipProtected, Reason: "x"}
+	move := plan.Change{TopicPartition: model.TopicPartition{Topic: "orders", Partition: 1}, Broker: &one, DirBefore: "/a", DirAfter: "/b", Bytes: 50}
+	skip := plan.Skip{TopicPartition: model.TopicPartition{Topic: "protected-a", Partition: 0}, Code: plan.SkipProtected, Reason: "x"}
 	for _, tc := range []struct {
 		name string
 		lp   plan.LogDirPlan

@@ -95,6 +95,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/metrics"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
@@ -246,7 +247,7 @@ func (h *Handlers) Types() []string {
 // task is one event's operation, prepared (checked, not planned) outside the lock.
 type task interface {
 	// plan reads the cluster and plans, writing nothing: dry runs and fresh runs.
-	plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error)
+	plan(ctx context.Context) (*model.Snapshot, plan.Plan, error)
 	// start runs a fresh operation under the lock: it plans and, when there is something
 	// to change, journals the plan (x.begin) and carries it out.
 	start(ctx context.Context, x *exec) error
@@ -365,18 +366,18 @@ func (h *Handlers) dryRun(ctx context.Context, res *events.Result, t task) (*eve
 
 // planned records in res what plan p found already so (noop) and what it skips, the
 // partitions still under reassignment after waiting waited included.
-func planned(res *events.Result, snap *kafka.Snapshot, p plan.Plan, waited time.Duration) {
+func planned(res *events.Result, snap *model.Snapshot, p plan.Plan, waited time.Duration) {
 	res.Noop = p.Noop
 	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, waited)...)
 }
 
 // planFunc reads the cluster and plans.
-type planFunc func(ctx context.Context) (*kafka.Snapshot, plan.Plan, error)
+type planFunc func(ctx context.Context) (*model.Snapshot, plan.Plan, error)
 
 // planUntilUnblocked plans, and plans again every 2s while the plan has partitions under
 // reassignment (or offline), for at most wait; the partitions still blocked then are the caller's to
 // skip.
-func planUntilUnblocked(ctx context.Context, wait time.Duration, planOnce planFunc, log *zap.Logger) (*kafka.Snapshot, plan.Plan, error) {
+func planUntilUnblocked(ctx context.Context, wait time.Duration, planOnce planFunc, log *zap.Logger) (*model.Snapshot, plan.Plan, error) {
 	end := time.Now().Add(wait)
 	for {
 		snap, p, err := planOnce(ctx)
@@ -412,7 +413,7 @@ func settle(res *events.Result, ok int) *events.Result {
 	return res
 }
 
-func blockedSkips(snap *kafka.Snapshot, blocked []kafka.TopicPartition, waited time.Duration) []plan.Skip {
+func blockedSkips(snap *model.Snapshot, blocked []model.TopicPartition, waited time.Duration) []plan.Skip {
 	var out []plan.Skip
 	for _, tp := range blocked {
 		p, _ := snap.Partition(tp)

@@ -19,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -58,7 +59,7 @@ func TestLegacyPreferredLeader(t *testing.T) {
 			if res.ControllerFailover != (tc.want == kafka.StrategyZKNudge) {
 				t.Errorf("controller_failover %v via %s", res.ControllerFailover, res.Strategy)
 			}
-			env.CheckOutcome(t, tc.cluster, cl, res, topic, before, func(p kafka.Partition) bool {
+			env.CheckOutcome(t, tc.cluster, cl, res, topic, before, func(p model.Partition) bool {
 				return p.Partition < 2 && p.Replicas[0] == 3 && p.Leader == 3
 			}, true)
 			f.noLeftovers([]string{topic}, nil, "")
@@ -80,7 +81,7 @@ func TestLegacyBrokerOverloaded(t *testing.T) {
 	if res.Status != events.StatusSucceeded || res.Strategy != string(kafka.StrategyZKReassign) || len(res.Changes) != 4 {
 		t.Fatalf("result %s via %q (%s), %d changes: want succeeded via zk-reassign with 4", res.Status, res.Strategy, res.Error, len(res.Changes))
 	}
-	env.CheckOutcome(t, "legacy", cl, res, topic, before, func(p kafka.Partition) bool {
+	env.CheckOutcome(t, "legacy", cl, res, topic, before, func(p model.Partition) bool {
 		return p.Leader != 2 && p.Replicas[0] == p.Leader
 	}, true)
 	f.noLeftovers([]string{topic}, nil, "")
@@ -225,7 +226,7 @@ func TestLegacyReplicationFactorThrottled(t *testing.T) {
 	if res.Status != events.StatusSucceeded || res.Strategy != string(kafka.StrategyZKReassign) || len(res.Changes) != 2 {
 		t.Fatalf("lower: %s via %q (%s), %d changes", res.Status, res.Strategy, res.Error, len(res.Changes))
 	}
-	env.CheckOutcome(t, "legacy", cl, res, topic, before, func(p kafka.Partition) bool {
+	env.CheckOutcome(t, "legacy", cl, res, topic, before, func(p model.Partition) bool {
 		return len(p.Replicas) == 2 && slices.Contains(p.Replicas, before[p.Partition].Leader)
 	}, false)
 	waitFactor(t, f, topic, 2)
@@ -300,7 +301,7 @@ func legacySlowReassignment(t *testing.T, env *testenv.Env) string {
 	})
 	conn := env.ZooKeeper(t)
 	p := kafka.ReassignPath(stack.LegacyChroot)
-	data, err := kafka.EncodeReassignZnode(map[kafka.TopicPartition][]int32{{Topic: topic, Partition: 0}: {1, 2, 3}})
+	data, err := kafka.EncodeReassignZnode(map[model.TopicPartition][]int32{{Topic: topic, Partition: 0}: {1, 2, 3}})
 	if err != nil {
 		t.Fatal(err)
 	}

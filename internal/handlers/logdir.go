@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
@@ -72,7 +73,7 @@ func (h *Handlers) newLogDir(ctx context.Context, _ *pipeline.Job, c *Cluster, r
 		req: plan.LogDirRequest{Broker: *req.Broker, From: req.FromDir, To: req.ToDir, Tolerance: *o.Tolerance, Protected: h.protected()}}
 	res.Strategy = string(kafka.StrategyAPI) // AlterReplicaLogDirs is the only way online
 	if req.Topic != "" {
-		t.req.Replica = &kafka.TopicPartition{Topic: req.Topic, Partition: *req.Partition}
+		t.req.Replica = &model.TopicPartition{Topic: req.Topic, Partition: *req.Partition}
 	}
 	if req.Timeout.Duration > 0 {
 		t.timeout = req.Timeout.Duration
@@ -105,7 +106,7 @@ func describeDirs(ctx context.Context, c *Cluster, broker int32) ([]plan.LogDir,
 			ld.Err = d.Err.Error()
 		}
 		d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
-			ld.Replicas = append(ld.Replicas, plan.LogDirReplica{TopicPartition: kafka.TopicPartition{Topic: p.Topic, Partition: p.Partition},
+			ld.Replicas = append(ld.Replicas, plan.LogDirReplica{TopicPartition: model.TopicPartition{Topic: p.Topic, Partition: p.Partition},
 				Size: p.Size, Future: p.IsFuture})
 		})
 		out = append(out, ld)
@@ -127,7 +128,7 @@ func resolveDir(dirs []plan.LogDir, dir string) string {
 	return dir
 }
 
-func (t *logDirTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
+func (t *logDirTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
 	var topics []string
 	if t.req.Replica != nil {
 		topics = []string{t.req.Replica.Topic}
@@ -228,7 +229,7 @@ func bytesString(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-func brokerList(snap *kafka.Snapshot) string {
+func brokerList(snap *model.Snapshot) string {
 	var ids []int
 	for id := range snap.Brokers {
 		ids = append(ids, int(id))
@@ -271,7 +272,7 @@ func classifyDirs(dirs []plan.LogDir, e *journal.Entry) dirState {
 		futSize  int64
 		curSize  int64
 	}
-	at := map[kafka.TopicPartition]*where{}
+	at := map[model.TopicPartition]*where{}
 	offline := map[string]bool{}
 	for _, d := range dirs {
 		if d.Err != "" {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
@@ -54,7 +54,7 @@ func (h *Handlers) newOverloaded(ctx context.Context, job *pipeline.Job, c *Clus
 	}, nil
 }
 
-func (t *overloadedTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
+func (t *overloadedTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
 	recent, err := t.h.cool.recent(ctx, t.kv, t.c.Name, time.Now())
 	if err != nil {
 		return nil, plan.Plan{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-zookeeper/zk"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/model"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
@@ -90,7 +91,7 @@ func TestBrokerOverloadedShedsLeadership(t *testing.T) {
 					return nil
 				})
 			}
-			before := map[kafka.TopicPartition]kafka.Partition{}
+			before := map[model.TopicPartition]model.Partition{}
 			for _, topic := range topics {
 				for _, p := range state(t, f, topic) {
 					before[p.TopicPartition] = p

@@ -7,7 +7,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
@@ -33,7 +33,7 @@ func (h *Handlers) newPreferred(ctx context.Context, _ *pipeline.Job, c *Cluster
 	}, nil
 }
 
-func (t *preferredTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
+func (t *preferredTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
 	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
 	if err != nil {
 		return nil, plan.Plan{}, transient(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -20,13 +21,13 @@ type rcData = map[string]any
 
 // state reads every partition's replicas and leader, and its reassignment (before Kafka
 // 2.4: from /admin/reassign_partitions).
-func state(t *testing.T, f *fleet, topic string) []kafka.Partition {
+func state(t *testing.T, f *fleet, topic string) []model.Partition {
 	t.Helper()
 	return f.env.Partitions(t, f.real, f.env.Kafka(t, f.real), topic)
 }
 
-func sameState(a, b []kafka.Partition) bool {
-	return slices.EqualFunc(a, b, func(x, y kafka.Partition) bool {
+func sameState(a, b []model.Partition) bool {
+	return slices.EqualFunc(a, b, func(x, y model.Partition) bool {
 		return slices.Equal(x.Replicas, y.Replicas) && x.Leader == y.Leader
 	})
 }
@@ -75,8 +76,8 @@ func testPreferredLeaderStrategies(t *testing.T, env *testenv.Env, cases []strat
 				t.Errorf("result header %+v", res)
 			}
 			want := []plan.Change{
-				{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: 0}, ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{3, 2, 1}, LeaderBefore: 1, LeaderAfter: 3},
-				{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: 1}, ReplicasBefore: []int32{2, 3, 1}, ReplicasAfter: []int32{3, 2, 1}, LeaderBefore: 2, LeaderAfter: 3},
+				{TopicPartition: model.TopicPartition{Topic: topic, Partition: 0}, ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{3, 2, 1}, LeaderBefore: 1, LeaderAfter: 3},
+				{TopicPartition: model.TopicPartition{Topic: topic, Partition: 1}, ReplicasBefore: []int32{2, 3, 1}, ReplicasAfter: []int32{3, 2, 1}, LeaderBefore: 2, LeaderAfter: 3},
 			}
 			if fmt.Sprint(res.Changes) != fmt.Sprint(want) {
 				t.Errorf("changes %v, want %v", res.Changes, want)

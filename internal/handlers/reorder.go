@@ -13,6 +13,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
@@ -66,16 +67,16 @@ func (r *reorderOp) backend(x *exec) (kafka.Reorderer, error) {
 // nudgeJournal keeps zk-nudge progress in the operation's journal entry.
 type nudgeJournal struct{ x *exec }
 
-func (n nudgeJournal) State() *kafka.NudgeState { return n.x.op.Entry.Nudge }
+func (n nudgeJournal) State() *model.NudgeState { return n.x.op.Entry.Nudge }
 
-func (n nudgeJournal) Record(ctx context.Context, st *kafka.NudgeState) error {
+func (n nudgeJournal) Record(ctx context.Context, st *model.NudgeState) error {
 	n.x.op.Entry.Nudge = st
 	return n.x.op.Save(ctx)
 }
 
 // remaining compares the journaled plan with a fresh read: what each partition still needs
 // (as changes from its current state to the planned one), and the partitions to skip.
-func remaining(snap *kafka.Snapshot, planned []plan.Change) ([]plan.Change, []plan.Skip) {
+func remaining(snap *model.Snapshot, planned []plan.Change) ([]plan.Change, []plan.Skip) {
 	var todo []plan.Change
 	var skips []plan.Skip
 	for _, ch := range planned {
@@ -133,7 +134,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 			return 0, fmt.Errorf("reorder replicas: %w", err)
 		}
 	}
-	electErrs := map[kafka.TopicPartition]error{}
+	electErrs := map[model.TopicPartition]error{}
 	if elections := p.Elections(); len(elections) > 0 {
 		if err := x.save(ctx, journal.StepElecting); err != nil {
 			return 0, err
@@ -183,7 +184,7 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 	}
 	// Never between: a partition reordered whose election did not take effect gets its
 	// order back (not with zk-nudge: one controller failover per event).
-	back := unelected(e.Changes, func(tp kafka.TopicPartition) (kafka.Partition, bool) {
+	back := unelected(e.Changes, func(tp model.TopicPartition) (model.Partition, bool) {
 		p, ok := now[tp]
 		return p, ok
 	})
@@ -228,8 +229,8 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 }
 
 // failedElectionOrders returns the new orders of the reordered partitions whose election failed.
-func failedElectionOrders(reorders map[kafka.TopicPartition][]int32, electErrs map[kafka.TopicPartition]error) map[kafka.TopicPartition][]int32 {
-	out := map[kafka.TopicPartition][]int32{}
+func failedElectionOrders(reorders map[model.TopicPartition][]int32, electErrs map[model.TopicPartition]error) map[model.TopicPartition][]int32 {
+	out := map[model.TopicPartition][]int32{}
 	for tp := range electErrs {
 		if order, ok := reorders[tp]; ok {
 			out[tp] = order
@@ -289,8 +290,8 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 // unelected returns the old replica order of each planned partition that part shows with
 // its new order but not its planned leader (its election did not take effect), and not
 // under reassignment: what to put back so that it is not left between.
-func unelected(planned []plan.Change, part func(kafka.TopicPartition) (kafka.Partition, bool)) map[kafka.TopicPartition][]int32 {
-	back := map[kafka.TopicPartition][]int32{}
+func unelected(planned []plan.Change, part func(model.TopicPartition) (model.Partition, bool)) map[model.TopicPartition][]int32 {
+	back := map[model.TopicPartition][]int32{}
 	for _, ch := range planned {
 		p, ok := part(ch.TopicPartition)
 		if ok && ch.Reordered() && slices.Equal(p.Replicas, ch.ReplicasAfter) && p.Leader != ch.LeaderAfter && !p.Reassigning() {
@@ -332,14 +333,14 @@ func (r *reorderOp) apply(ctx context.Context, log *zap.Logger, op func(ctx cont
 //
 // With leaders false only the replica lists are compared (replication-factor changes do
 // not move leadership, but a broker restart may).
-func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeout time.Duration, skip map[kafka.TopicPartition]bool, leaders bool) (map[kafka.TopicPartition]kafka.Partition, error) {
+func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeout time.Duration, skip map[model.TopicPartition]bool, leaders bool) (map[model.TopicPartition]model.Partition, error) {
 	deadline := time.Now().Add(timeout)
 	names := topicsOf(planned)
-	var last map[kafka.TopicPartition]kafka.Partition
+	var last map[model.TopicPartition]model.Partition
 	for i := 0; ; i++ {
 		snap, err := rd.Snapshot(ctx, names...)
 		if err == nil {
-			last = map[kafka.TopicPartition]kafka.Partition{}
+			last = map[model.TopicPartition]model.Partition{}
 			done := true
 			for _, ch := range planned {
 				p, ok := snap.Partition(ch.TopicPartition)
@@ -372,14 +373,14 @@ func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeou
 }
 
 // shows reports whether p is as ch planned (its replicas, and its leader when leaders).
-func shows(p kafka.Partition, ch plan.Change, leaders bool) bool {
+func shows(p model.Partition, ch plan.Change, leaders bool) bool {
 	return slices.Equal(p.Replicas, ch.ReplicasAfter) && !p.Reassigning() && (!leaders || p.Leader == ch.LeaderAfter)
 }
 
 // changedFrom lists the planned partitions whose state now (as read) differs from their
 // state before the first attempt: the changes the event made, across all attempts. With
 // leaders false, only a different replica list counts as a change.
-func changedFrom(planned []plan.Change, now map[kafka.TopicPartition]kafka.Partition, leaders bool) []plan.Change {
+func changedFrom(planned []plan.Change, now map[model.TopicPartition]model.Partition, leaders bool) []plan.Change {
 	var out []plan.Change
 	for _, ch := range planned {
 		p, ok := now[ch.TopicPartition]
@@ -401,8 +402,8 @@ func report(ctx context.Context, rd kafka.Reader, planned []plan.Change, leaders
 	return changedFrom(planned, now, leaders), nil
 }
 
-func allOf(changes []plan.Change) map[kafka.TopicPartition]bool {
-	m := make(map[kafka.TopicPartition]bool, len(changes))
+func allOf(changes []plan.Change) map[model.TopicPartition]bool {
+	m := make(map[model.TopicPartition]bool, len(changes))
 	for _, ch := range changes {
 		m[ch.TopicPartition] = true
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
@@ -133,8 +134,8 @@ func (t *rfTask) rd() kafka.Reader { return t.c.reader(t.caps) }
 
 // ours says whether an ongoing reassignment is this operation's: the journal lists it as
 // submitted, and it goes to the planned replicas.
-func ours(e *journal.Entry) func(kafka.TopicPartition, []int32) bool {
-	return func(tp kafka.TopicPartition, to []int32) bool {
+func ours(e *journal.Entry) func(model.TopicPartition, []int32) bool {
+	return func(tp model.TopicPartition, to []int32) bool {
 		if !e.Submitted(tp) {
 			return false
 		}
@@ -147,7 +148,7 @@ func ours(e *journal.Entry) func(kafka.TopicPartition, []int32) bool {
 	}
 }
 
-func (t *rfTask) plan(ctx context.Context) (*kafka.Snapshot, plan.Plan, error) {
+func (t *rfTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
 	snap, err := t.rd().Snapshot(ctx) // every topic: balance is cluster-wide
 	if err != nil {
 		return nil, plan.Plan{}, transient(err)
@@ -190,7 +191,7 @@ type rfState struct {
 
 func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running), s.waiting...) }
 
-func classify(snap *kafka.Snapshot, e *journal.Entry) rfState {
+func classify(snap *model.Snapshot, e *journal.Entry) rfState {
 	var s rfState
 	mine := ours(e)
 	for _, ch := range e.Changes {
@@ -327,8 +328,8 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-func skippedOf(skips []plan.Skip) map[kafka.TopicPartition]bool {
-	m := map[kafka.TopicPartition]bool{}
+func skippedOf(skips []plan.Skip) map[model.TopicPartition]bool {
+	m := map[model.TopicPartition]bool{}
 	for _, s := range skips {
 		m[s.TopicPartition] = true
 	}
@@ -508,7 +509,7 @@ func keepThrottles(x *exec, kept []kafka.KeptThrottle, when string) bool {
 
 // submit starts the reassignments of a batch.
 func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error {
-	targets := map[kafka.TopicPartition][]int32{}
+	targets := map[model.TopicPartition][]int32{}
 	for _, ch := range batch {
 		targets[ch.TopicPartition] = ch.ReplicasAfter
 	}
@@ -653,7 +654,7 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 // reports, from the journal), backing off, for at most wait; then it fails with the list
 // of those still running. It lists them through the API (Kafka 2.4+) or, before, from
 // /admin/reassign_partitions.
-func waitForeign(ctx context.Context, rd kafka.Reader, wait time.Duration, ours func(kafka.TopicPartition, []int32) bool, log *zap.Logger) error {
+func waitForeign(ctx context.Context, rd kafka.Reader, wait time.Duration, ours func(model.TopicPartition, []int32) bool, log *zap.Logger) error {
 	end := time.Now().Add(wait)
 	delay := time.Second
 	for {
@@ -804,8 +805,8 @@ func copiedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []
 
 // addedBytes is the size of each change's added replicas (future and current logs), by
 // partition; best effort: empty when log dirs cannot be described.
-func addedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) map[kafka.TopicPartition]int64 {
-	out := map[kafka.TopicPartition]int64{}
+func addedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) map[model.TopicPartition]int64 {
+	out := map[model.TopicPartition]int64{}
 	dirs, err := adm.DescribeAllLogDirs(ctx, moving(topic, changes))
 	if err != nil {
 		return out

@@ -20,6 +20,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/metrics"
 	"github.com/kafkamender/kafkamender/internal/metrics/metricstest"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -78,7 +79,7 @@ func TestReplicationFactorSteps(t *testing.T) {
 				if res.Status != events.StatusSucceeded {
 					t.Fatalf("rf %d: %s (%s) %+v", rf, res.Status, res.Error, res.Skipped)
 				}
-				var cur []kafka.Partition
+				var cur []model.Partition
 				testenv.Eventually(t, 30*time.Second, func() error {
 					cur = state(t, f, topic)
 					for _, p := range cur {

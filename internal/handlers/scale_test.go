@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/scale"
 )
@@ -106,9 +107,9 @@ func (p *scalePhases) add(q scalePhases) {
 type scaleRun struct {
 	scalePhases
 	partitions               int
-	snap                     *kafka.Snapshot
+	snap                     *model.Snapshot
 	shed, rf                 plan.Plan
-	shedNow, rfNow           map[kafka.TopicPartition]kafka.Partition
+	shedNow, rfNow           map[model.TopicPartition]model.Partition
 	shedVerified, rfVerified int
 	shedChanged, rfChanged   []plan.Change
 	base                     uint64 // heap objects after a GC before the read: the fake's model
@@ -204,7 +205,7 @@ func runScale(ctx context.Context, fc *scale.Cluster) (*scaleRun, error) {
 				return fmt.Errorf("elect %s: %w", tp, err)
 			}
 		}
-		targets := map[kafka.TopicPartition][]int32{}
+		targets := map[model.TopicPartition][]int32{}
 		for _, ch := range r.rf.Changes {
 			targets[ch.TopicPartition] = ch.ReplicasAfter
 		}
@@ -216,11 +217,11 @@ func runScale(ctx context.Context, fc *scale.Cluster) (*scaleRun, error) {
 	// Verify as reorderOp.run and rfTask.resume do: a fresh read of the planned
 	// partitions, the comparisons with the plan, and the changes the result reports.
 	if err := phase("verify", &r.verify, func() (err error) {
-		none := map[kafka.TopicPartition]bool{}
+		none := map[model.TopicPartition]bool{}
 		if r.shedNow, err = observe(ctx, rd, r.shed.Changes, 30*time.Second, none, true); err != nil {
 			return err
 		}
-		if back := unelected(r.shed.Changes, func(tp kafka.TopicPartition) (kafka.Partition, bool) {
+		if back := unelected(r.shed.Changes, func(tp model.TopicPartition) (model.Partition, bool) {
 			p, ok := r.shedNow[tp]
 			return p, ok
 		}); len(back) > 0 {
@@ -370,7 +371,7 @@ func TestScalePlans(t *testing.T) {
 // the head (and leadership) to a live in-sync replica other than the broker, keeps the
 // replica set, demotes the broker to the tail; the leader counts of the brokers that could
 // take some leadership end within one of each other, and the others' do not change.
-func checkShedPlan(t *testing.T, s *kafka.Snapshot, p plan.Plan, exclude string) {
+func checkShedPlan(t *testing.T, s *model.Snapshot, p plan.Plan, exclude string) {
 	t.Helper()
 	if len(p.Skipped) > 0 || len(p.Blocked) > 0 {
 		t.Fatalf("shed: %d skipped (first %+v), %d blocked", len(p.Skipped), p.Skipped[:min(1, len(p.Skipped))], len(p.Blocked))
@@ -379,7 +380,7 @@ func checkShedPlan(t *testing.T, s *kafka.Snapshot, p plan.Plan, exclude string)
 	for id := range s.Brokers {
 		load[id] = 0
 	}
-	want := map[kafka.TopicPartition]bool{}
+	want := map[model.TopicPartition]bool{}
 	kept := 0 // leaderships of the broker in topic exclude
 	for name, ps := range s.Topics {
 		for _, q := range ps {
@@ -445,7 +446,7 @@ func checkShedPlan(t *testing.T, s *kafka.Snapshot, p plan.Plan, exclude string)
 // checkRFPlan: every partition of the topic gets exactly one new replica, appended, on a
 // live broker that is not already one, leaving every rack with a replica and no rack with
 // two more than another; leadership stays.
-func checkRFPlan(t *testing.T, s *kafka.Snapshot, p plan.Plan, partitions int, racks map[int32]string) {
+func checkRFPlan(t *testing.T, s *model.Snapshot, p plan.Plan, partitions int, racks map[int32]string) {
 	t.Helper()
 	if len(p.Changes) != partitions || len(p.Skipped)+len(p.Blocked)+len(p.Noop) > 0 {
 		t.Fatalf("rf: %d changes (want %d), %d skipped, %d blocked, %d noop", len(p.Changes), partitions, len(p.Skipped), len(p.Blocked), len(p.Noop))

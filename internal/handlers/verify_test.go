@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
@@ -23,7 +24,7 @@ func TestVerifyWithoutAFreshReadFails(t *testing.T) {
 	}
 	defer cl.Close()
 	c := &Cluster{Name: "unreachable", Client: cl}
-	planned := []plan.Change{{TopicPartition: kafka.TopicPartition{Topic: "t", Partition: 0},
+	planned := []plan.Change{{TopicPartition: model.TopicPartition{Topic: "t", Partition: 0},
 		ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}, LeaderBefore: 1, LeaderAfter: 2}}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -39,7 +39,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
@@ -88,22 +89,22 @@ type Entry struct {
 	// first attempt (ReplicasBefore, LeaderBefore) and the state asked for (…After).
 	Changes []plan.Change          `json:"changes"`
 	Skipped []plan.Skip            `json:"skipped,omitempty"`
-	Noop    []kafka.TopicPartition `json:"noop,omitempty"`
+	Noop    []model.TopicPartition `json:"noop,omitempty"`
 	// Reassignments lists the partitions whose reassignment (to Changes' ReplicasAfter) was
 	// submitted by this operation: they are ours, not someone else's, when found running.
-	Reassignments []kafka.TopicPartition `json:"reassignments,omitempty"`
+	Reassignments []model.TopicPartition `json:"reassignments,omitempty"`
 	// Throttles are the throttle keys this operation sets, with the values before and ours;
 	// ThrottlesKept the keys found holding someone else's value, left alone.
-	Throttles     []kafka.ThrottleKey  `json:"throttles,omitempty"`
-	ThrottlesKept []kafka.KeptThrottle `json:"throttles_kept,omitempty"`
+	Throttles     []events.ThrottleKey  `json:"throttles,omitempty"`
+	ThrottlesKept []events.KeptThrottle `json:"throttles_kept,omitempty"`
 	// Nudge is the zk-nudge strategy's progress (topic znodes rewritten, failover).
-	Nudge *kafka.NudgeState `json:"nudge,omitempty"`
+	Nudge *model.NudgeState `json:"nudge,omitempty"`
 	// Notes are remarks for the result (what was kept, rolled back, taken over).
 	Notes []string `json:"notes,omitempty"`
 }
 
 // Submitted reports whether the reassignment of tp was submitted by this operation.
-func (e *Entry) Submitted(tp kafka.TopicPartition) bool {
+func (e *Entry) Submitted(tp model.TopicPartition) bool {
 	for _, s := range e.Reassignments {
 		if s == tp {
 			return true

@@ -7,7 +7,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -27,7 +27,7 @@ func held() error { return nil }
 
 func entry(event string) journal.Entry {
 	return journal.Entry{Event: event, Type: "replica-change-requested", Cluster: "c1", Worker: "w1", Attempt: 1,
-		Changes: []plan.Change{{TopicPartition: kafka.TopicPartition{Topic: "t", Partition: 0}, ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}}}}
+		Changes: []plan.Change{{TopicPartition: model.TopicPartition{Topic: "t", Partition: 0}, ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}}}}
 }
 
 // One entry per cluster, read back as written; deleted, it is gone.
@@ -45,7 +45,7 @@ func TestBeginGetDelete(t *testing.T) {
 		t.Fatalf("second Begin on the cluster: %v, want ErrExists", err)
 	}
 	op.Entry.Step = journal.StepElecting
-	op.Entry.Reassignments = []kafka.TopicPartition{{Topic: "t", Partition: 0}}
+	op.Entry.Reassignments = []model.TopicPartition{{Topic: "t", Partition: 0}}
 	if err := op.Save(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestBeginGetDelete(t *testing.T) {
 	if err != nil || r == nil {
 		t.Fatalf("get: %v %v", r, err)
 	}
-	if r.Event != "e1" || r.Step != journal.StepElecting || !r.Submitted(kafka.TopicPartition{Topic: "t", Partition: 0}) ||
+	if r.Event != "e1" || r.Step != journal.StepElecting || !r.Submitted(model.TopicPartition{Topic: "t", Partition: 0}) ||
 		len(r.Changes) != 1 || r.Started.IsZero() || r.Revision != op.Revision() {
 		t.Fatalf("read back %+v", r)
 	}

@@ -8,32 +8,15 @@ import (
 
 	"github.com/go-zookeeper/zk"
 
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
-// NudgeState is the progress of one event's zk-nudge reorder, kept in the operation
-// journal so that a retry or another worker never fails the controller over twice for the
-// same event and can put the topic znodes back.
-type NudgeState struct {
-	// Znodes are the topic znodes rewritten (or about to be), with their data before and
-	// after, and the version our write gave them (0 until written).
-	Znodes []NudgeZnode `json:"znodes"`
-	// ControllerEpoch is /controller_epoch before the failover.
-	ControllerEpoch int64 `json:"controller_epoch_before"`
-	// FailoverStarted is recorded just before /controller is deleted: from then on this
-	// event never deletes it again.
-	FailoverStarted bool `json:"failover_started"`
-	// Restored is set once the znodes were put back (the order was not applied).
-	Restored bool `json:"restored,omitempty"`
-}
-
-// NudgeZnode is one topic znode of a zk-nudge reorder.
-type NudgeZnode struct {
-	Path    string `json:"path"`
-	Before  string `json:"before"`
-	After   string `json:"after"`
-	Version int32  `json:"version"` // the znode's version after our write; 0: not written yet
-}
+// NudgeState and NudgeZnode are kept in the operation journal (package model: plain data).
+type (
+	NudgeState = model.NudgeState
+	NudgeZnode = model.NudgeZnode
+)
 
 // NudgeJournal keeps a zk-nudge reorder's progress durably: State is what an earlier
 // attempt of the same event recorded (nil: none), Record is called before each write it

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 // streamResults is Results on the stream KAFKAMENDER_RESULTS.
@@ -107,10 +106,10 @@ func complete(res *events.Result) {
 		res.FinishedAt = time.Now()
 	}
 	if res.Changes == nil {
-		res.Changes = []plan.Change{}
+		res.Changes = []events.Change{}
 	}
 	if res.Skipped == nil {
-		res.Skipped = []plan.Skip{}
+		res.Skipped = []events.Skip{}
 	}
 }
 

@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // checkPlan runs a planner on snap and checks what every planner test checks: the
 // snapshot is left exactly as it was, and, when reject is set, the request is rejected
 // with a message containing it. It returns the plan and whether there is a plan to check.
-func checkPlan(t *testing.T, snap *kafka.Snapshot, reject string, run func() (Plan, error)) (Plan, bool) {
+func checkPlan(t *testing.T, snap *model.Snapshot, reject string, run func() (Plan, error)) (Plan, bool) {
 	t.Helper()
 	before := copySnapshot(snap)
 	got, err := run()

@@ -5,7 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // Reference algorithms the replication-factor planner is compared with, and the synthetic
@@ -16,7 +16,7 @@ import (
 // --generate use): rack-aware when every broker has a rack, rack-unaware when none has.
 // brokers must be sorted by id. A negative fixedStartIndex draws the start index and the
 // replica shift from rnd, as Kafka does.
-func kafkaAssign(brokers []kafka.Broker, nPartitions, rf, fixedStartIndex, startPartitionID int, rnd *rand.Rand) [][]int32 {
+func kafkaAssign(brokers []model.Broker, nPartitions, rf, fixedStartIndex, startPartitionID int, rnd *rand.Rand) [][]int32 {
 	withRack := 0
 	for _, b := range brokers {
 		if b.Rack != "" {
@@ -61,7 +61,7 @@ func kafkaAssignRackUnaware(nPartitions, rf int, brokers []int32, fixedStartInde
 	return out
 }
 
-func kafkaAssignRackAware(nPartitions, rf int, brokers []kafka.Broker, fixedStartIndex, startPartitionID int, rnd *rand.Rand) [][]int32 {
+func kafkaAssignRackAware(nPartitions, rf int, brokers []model.Broker, fixedStartIndex, startPartitionID int, rnd *rand.Rand) [][]int32 {
 	rackOf := map[int32]string{}
 	for _, b := range brokers {
 		rackOf[b.ID] = b.Rack
@@ -109,7 +109,7 @@ func kafkaReplicaIndex(first, secondShift, j, n int) int {
 	return (first + shift) % n
 }
 
-func kafkaRacks(brokers []kafka.Broker) []string {
+func kafkaRacks(brokers []model.Broker) []string {
 	var racks []string
 	for _, b := range brokers {
 		racks = append(racks, b.Rack)
@@ -120,7 +120,7 @@ func kafkaRacks(brokers []kafka.Broker) []string {
 
 // kafkaRackAlternated is Kafka's getRackAlternatedBrokerList: racks in name order, each
 // rack's brokers in id order, one broker of each rack in turn.
-func kafkaRackAlternated(brokers []kafka.Broker) []int32 {
+func kafkaRackAlternated(brokers []model.Broker) []int32 {
 	byRack := map[string][]int32{}
 	for _, b := range brokers {
 		byRack[b.Rack] = append(byRack[b.Rack], b.ID)
@@ -144,7 +144,7 @@ func kafkaRackAlternated(brokers []kafka.Broker) []int32 {
 // kafkaAddPartitions is AdminZkClient.addPartitions without a manual assignment: the
 // start index is the position of the first broker whose id is >= the head of partition
 // 0's replicas, also used as the replica shift, and numbering continues.
-func kafkaAddPartitions(existing [][]int32, brokers []kafka.Broker, add int) [][]int32 {
+func kafkaAddPartitions(existing [][]int32, brokers []model.Broker, add int) [][]int32 {
 	start := 0
 	for i, b := range brokers {
 		if b.ID >= existing[0][0] {
@@ -158,14 +158,14 @@ func kafkaAddPartitions(existing [][]int32, brokers []kafka.Broker, add int) [][
 // kafkaGenerate is what kafka-reassign-partitions.sh --generate proposes for a whole topic
 // given the new replication factor (the JSON a user would then edit): a fresh assignment
 // of every partition from a random start, ignoring where the replicas are now.
-func kafkaGenerate(s *kafka.Snapshot, topic string, factor int, rnd *rand.Rand) [][]int32 {
+func kafkaGenerate(s *model.Snapshot, topic string, factor int, rnd *rand.Rand) [][]int32 {
 	return kafkaAssign(sortedBrokers(s), len(s.Topics[topic]), factor, -1, -1, rnd)
 }
 
 // seedNextBroker is the seed article's rule: append the broker after the last replica in
 // broker-id order (wrapping, skipping brokers already present) until the factor is
 // reached; to lower, drop replicas from the tail.
-func seedNextBroker(s *kafka.Snapshot, topic string, factor int) [][]int32 {
+func seedNextBroker(s *model.Snapshot, topic string, factor int) [][]int32 {
 	var ids []int32
 	for _, b := range sortedBrokers(s) {
 		ids = append(ids, b.ID)
@@ -191,17 +191,17 @@ func seedNextBroker(s *kafka.Snapshot, topic string, factor int) [][]int32 {
 	return out
 }
 
-func sortedBrokers(s *kafka.Snapshot) []kafka.Broker {
-	out := make([]kafka.Broker, 0, len(s.Brokers))
+func sortedBrokers(s *model.Snapshot) []model.Broker {
+	out := make([]model.Broker, 0, len(s.Brokers))
 	for _, b := range s.Brokers {
 		out = append(out, b)
 	}
-	slices.SortFunc(out, func(a, b kafka.Broker) int { return int(a.ID) - int(b.ID) })
+	slices.SortFunc(out, func(a, b model.Broker) int { return int(a.ID) - int(b.ID) })
 	return out
 }
 
 // oursAssignment runs ReplicationFactor and returns the topic's new assignment.
-func oursAssignment(s *kafka.Snapshot, topic string, factor int) ([][]int32, error) {
+func oursAssignment(s *model.Snapshot, topic string, factor int) ([][]int32, error) {
 	p, err := ReplicationFactor(s, RFRequest{Topic: topic, Factor: factor, MinISR: 1})
 	if err != nil {
 		return nil, err
@@ -210,7 +210,7 @@ func oursAssignment(s *kafka.Snapshot, topic string, factor int) ([][]int32, err
 }
 
 // applyChanges returns the topic's assignment once the plan's changes are made.
-func applyChanges(s *kafka.Snapshot, topic string, p Plan) [][]int32 {
+func applyChanges(s *model.Snapshot, topic string, p Plan) [][]int32 {
 	ps := s.Topics[topic]
 	out := make([][]int32, len(ps))
 	for i := range ps {
@@ -231,7 +231,7 @@ type rfOutcome struct {
 	lowDiversity int // partitions whose new replicas ignored an emptier rack (rule 1 broken)
 }
 
-func measureRF(s *kafka.Snapshot, topic string, factor int, assignment [][]int32) rfOutcome {
+func measureRF(s *model.Snapshot, topic string, factor int, assignment [][]int32) rfOutcome {
 	var o rfOutcome
 	loads := map[int32]int{}
 	for id := range s.Brokers {
@@ -308,7 +308,7 @@ func spreadOf(loads map[int32]int) int {
 // 1 of ReplicationFactor: added in some order, each in a rack with the fewest replicas of
 // the partition among the racks that still had a live broker without one. It tries every
 // order (new is short).
-func fillsFewest(s *kafka.Snapshot, old, added []int32) bool {
+func fillsFewest(s *model.Snapshot, old, added []int32) bool {
 	rackN := map[string]int{}
 	for _, r := range old {
 		if b, ok := s.Brokers[r]; ok {
@@ -364,9 +364,9 @@ type synthSpec struct {
 	Seed                  uint64
 }
 
-func synthCluster(spec synthSpec) *kafka.Snapshot {
+func synthCluster(spec synthSpec) *model.Snapshot {
 	rnd := rand.New(rand.NewPCG(spec.Seed, 0x6b61666b61))
-	s := &kafka.Snapshot{Controller: 1, Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
+	s := &model.Snapshot{Controller: 1, Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{}, Missing: map[string]error{}}
 	per := spec.Early / spec.Racks
 	for id := 1; id <= spec.Brokers; id++ {
 		rack := (id - 1) / max(per, 1)
@@ -374,7 +374,7 @@ func synthCluster(spec synthSpec) *kafka.Snapshot {
 			rack = (id - spec.Early - 1) % spec.Racks
 		}
 		rack = min(rack, spec.Racks-1)
-		s.Brokers[int32(id)] = kafka.Broker{ID: int32(id), Rack: fmt.Sprintf("rack-%c", 'a'+rack)}
+		s.Brokers[int32(id)] = model.Broker{ID: int32(id), Rack: fmt.Sprintf("rack-%c", 'a'+rack)}
 	}
 	all := sortedBrokers(s)
 	early := all[:spec.Early]
@@ -420,10 +420,10 @@ func synthCluster(spec synthSpec) *kafka.Snapshot {
 		}
 	}
 	add := func(name string, a [][]int32) {
-		ps := make([]kafka.Partition, len(a))
+		ps := make([]model.Partition, len(a))
 		for i, r := range a {
-			ps[i] = kafka.Partition{
-				TopicPartition: kafka.TopicPartition{Topic: name, Partition: int32(i)},
+			ps[i] = model.Partition{
+				TopicPartition: model.TopicPartition{Topic: name, Partition: int32(i)},
 				Replicas:       r, ISR: slices.Clone(r), Leader: r[0],
 			}
 		}

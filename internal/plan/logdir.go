@@ -8,12 +8,12 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // LogDirReplica is one replica in a log directory, as DescribeLogDirs reports it.
 type LogDirReplica struct {
-	kafka.TopicPartition
+	model.TopicPartition
 	Size int64
 	// Future: the future replica of a move in progress (AlterReplicaLogDirs), not yet
 	// swapped in.
@@ -43,7 +43,7 @@ func (d LogDir) Size() int64 {
 type LogDirRequest struct {
 	Broker int32
 	// Replica, when set, is an explicit move of that replica to To.
-	Replica *kafka.TopicPartition
+	Replica *model.TopicPartition
 	// From and To are the directories of a balance move; empty: the fullest and the
 	// emptiest online directory.
 	From, To string
@@ -175,7 +175,7 @@ func explicitMove(dirs []LogDir, req LogDirRequest, usable func(string, string) 
 	}
 	p := LogDirPlan{From: cur.Path, To: to.Path, FromBytes: cur.Size(), ToBytes: to.Size(), Reached: true}
 	if cur.Path == to.Path {
-		p.Noop = []kafka.TopicPartition{tp}
+		p.Noop = []model.TopicPartition{tp}
 		p.FromBytesAfter, p.ToBytesAfter = p.FromBytes, p.ToBytes
 		return p, nil
 	}
@@ -389,7 +389,7 @@ func greedyPick(cands []LogDirReplica, lo, hi, d int64) []LogDirReplica {
 	return out
 }
 
-func dirChange(tp kafka.TopicPartition, broker int32, from, to string, size int64) Change {
+func dirChange(tp model.TopicPartition, broker int32, from, to string, size int64) Change {
 	b := broker
 	return Change{TopicPartition: tp, Broker: &b, DirBefore: from, DirAfter: to, Bytes: size}
 }

@@ -6,11 +6,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 func rep(topic string, p int32, size int64) LogDirReplica {
-	return LogDirReplica{TopicPartition: kafka.TopicPartition{Topic: topic, Partition: p}, Size: size}
+	return LogDirReplica{TopicPartition: model.TopicPartition{Topic: topic, Partition: p}, Size: size}
 }
 
 func future(topic string, p int32, size int64) LogDirReplica {
@@ -19,8 +19,8 @@ func future(topic string, p int32, size int64) LogDirReplica {
 	return r
 }
 
-func tpp(topic string, p int32) *kafka.TopicPartition {
-	return &kafka.TopicPartition{Topic: topic, Partition: p}
+func tpp(topic string, p int32) *model.TopicPartition {
+	return &model.TopicPartition{Topic: topic, Partition: p}
 }
 
 func TestLogDirMovesRejects(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // Change, Skip and SkipCode are the result's types (package events, the wire contract).
@@ -50,7 +50,7 @@ func (p Protected) match(topic string) (string, bool) {
 }
 
 // protectedSkip is the skip of tp, whose topic pattern protects.
-func protectedSkip(tp kafka.TopicPartition, pattern string) Skip {
+func protectedSkip(tp model.TopicPartition, pattern string) Skip {
 	return Skip{TopicPartition: tp, Code: SkipProtected,
 		Reason: fmt.Sprintf("topic %q is protected: it matches %q (guardrails.protected_topics)", tp.Topic, pattern)}
 }
@@ -59,17 +59,17 @@ func protectedSkip(tp kafka.TopicPartition, pattern string) Skip {
 type Plan struct {
 	Changes []Change `json:"changes"`
 	// Noop lists partitions already as asked.
-	Noop []kafka.TopicPartition `json:"noop,omitempty"`
+	Noop []model.TopicPartition `json:"noop,omitempty"`
 	// Skipped lists partitions that cannot be changed now, with the reason.
 	Skipped []Skip `json:"skipped,omitempty"`
 	// Blocked lists partitions under reassignment, or (preferred-leader changes) without a
 	// leader: the caller waits and plans again.
-	Blocked []kafka.TopicPartition `json:"blocked,omitempty"`
+	Blocked []model.TopicPartition `json:"blocked,omitempty"`
 }
 
 // Reorders returns the new orders of the changes that reorder replicas.
-func (p Plan) Reorders() map[kafka.TopicPartition][]int32 {
-	out := map[kafka.TopicPartition][]int32{}
+func (p Plan) Reorders() map[model.TopicPartition][]int32 {
+	out := map[model.TopicPartition][]int32{}
 	for _, c := range p.Changes {
 		if c.Reordered() {
 			out[c.TopicPartition] = c.ReplicasAfter
@@ -79,8 +79,8 @@ func (p Plan) Reorders() map[kafka.TopicPartition][]int32 {
 }
 
 // Elections lists the partitions whose preferred leader must be elected.
-func (p Plan) Elections() []kafka.TopicPartition {
-	out := make([]kafka.TopicPartition, 0, len(p.Changes))
+func (p Plan) Elections() []model.TopicPartition {
+	out := make([]model.TopicPartition, 0, len(p.Changes))
 	for _, c := range p.Changes {
 		if c.LeaderBefore != c.LeaderAfter {
 			out = append(out, c.TopicPartition)
@@ -117,7 +117,7 @@ type PreferredLeaderRequest struct {
 //   - the partition is being reassigned, or has no leader (offline: its replicas are
 //     down, or the cluster is coming back): blocked (wait and plan again);
 //   - the broker heads the replicas but does not lead: an election only.
-func PreferredLeader(s *kafka.Snapshot, req PreferredLeaderRequest) (Plan, error) {
+func PreferredLeader(s *model.Snapshot, req PreferredLeaderRequest) (Plan, error) {
 	if err, ok := s.Missing[req.Topic]; ok {
 		return Plan{}, reject("topic %q does not exist (%v)", req.Topic, err)
 	}

@@ -7,25 +7,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // snap builds a snapshot of topic "t": parts[i] = {replicas, isr, leader}.
-func snap(parts ...kafka.Partition) *kafka.Snapshot {
-	s := &kafka.Snapshot{Topics: map[string][]kafka.Partition{}, Missing: map[string]error{"gone": errors.New("UNKNOWN_TOPIC_OR_PARTITION")}}
+func snap(parts ...model.Partition) *model.Snapshot {
+	s := &model.Snapshot{Topics: map[string][]model.Partition{}, Missing: map[string]error{"gone": errors.New("UNKNOWN_TOPIC_OR_PARTITION")}}
 	for i := range parts {
-		parts[i].TopicPartition = kafka.TopicPartition{Topic: "t", Partition: int32(i)}
+		parts[i].TopicPartition = model.TopicPartition{Topic: "t", Partition: int32(i)}
 	}
 	s.Topics["t"] = parts
 	return s
 }
 
-func part(replicas, isr []int32, leader int32) kafka.Partition {
-	return kafka.Partition{Replicas: replicas, ISR: isr, Leader: leader}
+func part(replicas, isr []int32, leader int32) model.Partition {
+	return model.Partition{Replicas: replicas, ISR: isr, Leader: leader}
 }
 
-func tp(p int32) kafka.TopicPartition {
-	return kafka.TopicPartition{Topic: "t", Partition: p}
+func tp(p int32) model.TopicPartition {
+	return model.TopicPartition{Topic: "t", Partition: p}
 }
 
 func TestPreferredLeader(t *testing.T) {
@@ -34,12 +34,12 @@ func TestPreferredLeader(t *testing.T) {
 	reassigning.Adding = []int32{3}
 	for _, tc := range []struct {
 		name        string
-		snap        *kafka.Snapshot
+		snap        *model.Snapshot
 		req         PreferredLeaderRequest
 		changes     []Change
-		noop        []kafka.TopicPartition
+		noop        []model.TopicPartition
 		skipped     []string // "partition: reason substring"
-		blocked     []kafka.TopicPartition
+		blocked     []model.TopicPartition
 		rejectMatch string
 	}{
 		{
@@ -52,7 +52,7 @@ func TestPreferredLeader(t *testing.T) {
 			name: "already head and leader is a noop",
 			snap: snap(part([]int32{2, 1, 0}, all, 2)),
 			req:  PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
-			noop: []kafka.TopicPartition{tp(0)},
+			noop: []model.TopicPartition{tp(0)},
 		},
 		{
 			name:    "head but not leader: election only",
@@ -77,13 +77,13 @@ func TestPreferredLeader(t *testing.T) {
 			name:    "no leader is blocked",
 			snap:    snap(part(all, nil, -1)),
 			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
-			blocked: []kafka.TopicPartition{tp(0)},
+			blocked: []model.TopicPartition{tp(0)},
 		},
 		{
 			name:    "under reassignment is blocked",
 			snap:    snap(reassigning),
 			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
-			blocked: []kafka.TopicPartition{tp(0)},
+			blocked: []model.TopicPartition{tp(0)},
 		},
 		{
 			name: "all partitions: those without the broker are skipped",
@@ -92,7 +92,7 @@ func TestPreferredLeader(t *testing.T) {
 			changes: []Change{
 				{TopicPartition: tp(2), ReplicasBefore: []int32{1, 0}, ReplicasAfter: []int32{0, 1}, LeaderBefore: 1, LeaderAfter: 0},
 			},
-			noop:    []kafka.TopicPartition{tp(0)},
+			noop:    []model.TopicPartition{tp(0)},
 			skipped: []string{"1: broker 0 is not a replica (replicas [3 4])"},
 		},
 		{
@@ -168,7 +168,7 @@ func TestPlanElectionsAndReorders(t *testing.T) {
 		{TopicPartition: tp(1), ReplicasBefore: []int32{1, 0}, ReplicasAfter: []int32{1, 0}, LeaderBefore: 0, LeaderAfter: 1},
 		{TopicPartition: tp(2), ReplicasBefore: []int32{0, 1}, ReplicasAfter: []int32{1, 0}, LeaderBefore: 1, LeaderAfter: 1},
 	}}
-	if got := p.Elections(); !slices.Equal(got, []kafka.TopicPartition{tp(0), tp(1)}) {
+	if got := p.Elections(); !slices.Equal(got, []model.TopicPartition{tp(0), tp(1)}) {
 		t.Errorf("elections = %v", got)
 	}
 	r := p.Reorders()

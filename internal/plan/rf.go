@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // RFRequest asks for the partitions of Topic to have Factor replicas each.
@@ -80,7 +80,7 @@ const SkipNoLeader SkipCode = "no_leader"
 // O(P·B) for the P partitions of the snapshot and B live brokers, plus the repair pass
 // (little once the greedy pass is done: every chain it applies lowers the sum of squared
 // counts).
-func ReplicationFactor(s *kafka.Snapshot, req RFRequest) (Plan, error) {
+func ReplicationFactor(s *model.Snapshot, req RFRequest) (Plan, error) {
 	factor := req.Factor
 	if factor < 1 {
 		return Plan{}, reject("replication factor %d is below 1", factor)
@@ -172,7 +172,7 @@ func ReplicationFactor(s *kafka.Snapshot, req RFRequest) (Plan, error) {
 }
 
 // rfPartitions returns the partition numbers the request selects, ascending.
-func rfPartitions(parts []kafka.Partition, req RFRequest) ([]int32, error) {
+func rfPartitions(parts []model.Partition, req RFRequest) ([]int32, error) {
 	if req.Partitions == nil {
 		ids := make([]int32, len(parts))
 		for i := range parts {
@@ -205,7 +205,7 @@ type rfCluster struct {
 	rackN    []int32     // scratch, per rack, kept zero between uses
 }
 
-func newRFCluster(s *kafka.Snapshot) *rfCluster {
+func newRFCluster(s *model.Snapshot) *rfCluster {
 	ids := make([]int32, 0, len(s.Brokers))
 	var names []string
 	for id, b := range s.Brokers {
@@ -239,7 +239,7 @@ func newRFCluster(s *kafka.Snapshot) *rfCluster {
 
 // trim returns p's replicas without the n that the rules of ReplicationFactor remove, and
 // takes those off the loads.
-func (c *rfCluster) trim(p *kafka.Partition, n int) []int32 {
+func (c *rfCluster) trim(p *model.Partition, n int) []int32 {
 	type key struct {
 		dead, outOfSync bool
 		rack            int32 // replicas of the partition in the replica's rack
@@ -319,7 +319,7 @@ type rfRaiser struct {
 }
 
 type rfRaise struct {
-	p      *kafka.Partition
+	p      *model.Partition
 	pos    int     // position in the selected partitions
 	old    []int32 // live existing replicas, dense
 	lo, hi int32
@@ -327,7 +327,7 @@ type rfRaise struct {
 	cands  int32 // candidate brokers of its first new replica (greedy order)
 }
 
-func newRFRaiser(c *rfCluster, parts []kafka.Partition, ids []int32, raises []int, factor int) *rfRaiser {
+func newRFRaiser(c *rfCluster, parts []model.Partition, ids []int32, raises []int, factor int) *rfRaiser {
 	nr := len(c.rackSize)
 	ra := &rfRaiser{c: c, parts: make([]rfRaise, len(raises)), e: make([]int32, nr), f: make([]int32, nr), mark: make([]uint32, len(c.ids))}
 	n, o := 0, 0

@@ -13,22 +13,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // rfSnap builds a snapshot with the given live brokers (id → rack) and topics; topic
 // "gone" is missing.
-func rfSnap(brokers map[int32]string, topics map[string][]kafka.Partition) *kafka.Snapshot {
-	s := &kafka.Snapshot{
-		Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{},
+func rfSnap(brokers map[int32]string, topics map[string][]model.Partition) *model.Snapshot {
+	s := &model.Snapshot{
+		Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{},
 		Missing: map[string]error{"gone": errors.New("UNKNOWN_TOPIC_OR_PARTITION")},
 	}
 	for id, rack := range brokers {
-		s.Brokers[id] = kafka.Broker{ID: id, Rack: rack}
+		s.Brokers[id] = model.Broker{ID: id, Rack: rack}
 	}
 	for name, ps := range topics {
 		for i := range ps {
-			ps[i].TopicPartition = kafka.TopicPartition{Topic: name, Partition: int32(i)}
+			ps[i].TopicPartition = model.TopicPartition{Topic: name, Partition: int32(i)}
 		}
 		s.Topics[name] = ps
 	}
@@ -45,16 +45,16 @@ func norack(n int32) map[int32]string {
 }
 
 // insync is a partition whose replicas are all in sync, led by the head.
-func insync(replicas ...int32) kafka.Partition {
+func insync(replicas ...int32) model.Partition {
 	return part(replicas, slices.Clone(replicas), replicas[0])
 }
 
-func led(p kafka.Partition, leader int32) kafka.Partition {
+func led(p model.Partition, leader int32) model.Partition {
 	p.Leader = leader
 	return p
 }
 
-func isr(p kafka.Partition, isr ...int32) kafka.Partition {
+func isr(p model.Partition, isr ...int32) model.Partition {
 	p.ISR = isr
 	return p
 }
@@ -69,18 +69,18 @@ func TestReplicationFactor(t *testing.T) {
 	racks3 := map[int32]string{1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
 	for _, tc := range []struct {
 		name    string
-		snap    *kafka.Snapshot
+		snap    *model.Snapshot
 		req     RFRequest
 		changes []Change
-		noop    []kafka.TopicPartition
-		blocked []kafka.TopicPartition
+		noop    []model.TopicPartition
+		blocked []model.TopicPartition
 		skipped []string // "topic-partition: reason prefix"
 		reject  string
 	}{
 		// Raise.
 		{
 			name: "raise appends, keeping the order and the leader",
-			snap: rfSnap(norack(4), map[string][]kafka.Partition{"t": {
+			snap: rfSnap(norack(4), map[string][]model.Partition{"t": {
 				led(insync(3, 1), 1), led(insync(3, 1), 1),
 			}}),
 			req: RFRequest{Topic: "t", Factor: 3},
@@ -91,7 +91,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: "a new replica goes to a rack without one, even on a busier broker",
-			snap: rfSnap(map[int32]string{1: "a", 2: "a", 5: "a", 3: "b"}, map[string][]kafka.Partition{
+			snap: rfSnap(map[int32]string{1: "a", 2: "a", 5: "a", 3: "b"}, map[string][]model.Partition{
 				"t": {insync(1, 2)},
 				"o": {insync(3), insync(3), insync(3)},
 			}),
@@ -100,7 +100,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: "raise by two: one replica per rack while a rack has none",
-			snap: rfSnap(racks3, map[string][]kafka.Partition{"t": {insync(1), insync(2, 1)}}),
+			snap: rfSnap(racks3, map[string][]model.Partition{"t": {insync(1), insync(2, 1)}}),
 			req:  RFRequest{Topic: "t", Factor: 3},
 			changes: []Change{
 				same("t", 0, ids(1), ids(1, 3, 5), 1),
@@ -109,7 +109,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: "beyond one replica per rack, the racks with the fewest",
-			snap: rfSnap(racks3, map[string][]kafka.Partition{"t": {insync(1, 3, 5)}}),
+			snap: rfSnap(racks3, map[string][]model.Partition{"t": {insync(1, 3, 5)}}),
 			req:  RFRequest{Topic: "t", Factor: 5},
 			changes: []Change{
 				same("t", 0, ids(1, 3, 5), ids(1, 3, 5, 2, 4), 1),
@@ -117,7 +117,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: "balance counts the replicas of every topic",
-			snap: rfSnap(norack(4), map[string][]kafka.Partition{
+			snap: rfSnap(norack(4), map[string][]model.Partition{
 				"t": {insync(1, 2)},
 				"o": {insync(3), insync(3)},
 			}),
@@ -126,7 +126,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name:    "ties go to the lowest broker id",
-			snap:    rfSnap(norack(4), map[string][]kafka.Partition{"t": {insync(1)}}),
+			snap:    rfSnap(norack(4), map[string][]model.Partition{"t": {insync(1)}}),
 			req:     RFRequest{Topic: "t", Factor: 2},
 			changes: []Change{same("t", 0, ids(1), ids(1, 2), 1)},
 		},
@@ -135,7 +135,7 @@ func TestReplicationFactor(t *testing.T) {
 			// with 3, to the lower id), then t-1 broker 1 too (a tie with 2): counts 3, 2, 1.
 			// The repair pass moves t-0's new replica to broker 3: 2, 2, 2.
 			name: "the repair pass beats the greedy one",
-			snap: rfSnap(norack(3), map[string][]kafka.Partition{
+			snap: rfSnap(norack(3), map[string][]model.Partition{
 				"t": {insync(2), insync(3)},
 				"o": {insync(1), insync(2)},
 			}),
@@ -147,7 +147,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: `brokers without a rack share the rack ""`,
-			snap: rfSnap(map[int32]string{1: "a", 2: "a", 3: "", 4: ""}, map[string][]kafka.Partition{
+			snap: rfSnap(map[int32]string{1: "a", 2: "a", 3: "", 4: ""}, map[string][]model.Partition{
 				"t": {insync(3)},
 				"o": {insync(1, 2), insync(1, 2)},
 			}),
@@ -156,7 +156,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: "brokers that are not live are never chosen and count in no rack",
-			snap: rfSnap(map[int32]string{1: "a", 2: "b", 3: "b", 4: "a"}, map[string][]kafka.Partition{
+			snap: rfSnap(map[int32]string{1: "a", 2: "b", 3: "b", 4: "a"}, map[string][]model.Partition{
 				"t": {isr(led(insync(9, 1), 1), 1)},
 				"o": {insync(4), insync(4)},
 			}),
@@ -166,25 +166,25 @@ func TestReplicationFactor(t *testing.T) {
 		// Lower.
 		{
 			name:    "lower removes out-of-sync replicas first",
-			snap:    rfSnap(norack(3), map[string][]kafka.Partition{"t": {isr(insync(1, 2, 3), 1, 3)}}),
+			snap:    rfSnap(norack(3), map[string][]model.Partition{"t": {isr(insync(1, 2, 3), 1, 3)}}),
 			req:     RFRequest{Topic: "t", Factor: 2},
 			changes: []Change{same("t", 0, ids(1, 2, 3), ids(1, 3), 1)},
 		},
 		{
 			name:    "lower never removes the leader",
-			snap:    rfSnap(norack(3), map[string][]kafka.Partition{"t": {led(insync(1, 2, 3), 3)}}),
+			snap:    rfSnap(norack(3), map[string][]model.Partition{"t": {led(insync(1, 2, 3), 3)}}),
 			req:     RFRequest{Topic: "t", Factor: 1},
 			changes: []Change{same("t", 0, ids(1, 2, 3), ids(3), 3)},
 		},
 		{
 			name:    "replicas on brokers that are not live go first, then out-of-sync ones",
-			snap:    rfSnap(norack(3), map[string][]kafka.Partition{"t": {isr(insync(1, 2, 9, 3), 1, 3)}}),
+			snap:    rfSnap(norack(3), map[string][]model.Partition{"t": {isr(insync(1, 2, 9, 3), 1, 3)}}),
 			req:     RFRequest{Topic: "t", Factor: 2},
 			changes: []Change{same("t", 0, ids(1, 2, 9, 3), ids(1, 3), 1)},
 		},
 		{
 			name: "lower keeps the racks diverse before balancing",
-			snap: rfSnap(map[int32]string{1: "a", 2: "a", 3: "b"}, map[string][]kafka.Partition{
+			snap: rfSnap(map[int32]string{1: "a", 2: "a", 3: "b"}, map[string][]model.Partition{
 				"t": {insync(1, 2, 3)},
 				"o": {insync(3), insync(3)},
 			}),
@@ -193,7 +193,7 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name: "lower then removes from the most loaded broker",
-			snap: rfSnap(norack(4), map[string][]kafka.Partition{
+			snap: rfSnap(norack(4), map[string][]model.Partition{
 				"t": {insync(1, 2, 3)},
 				"o": {insync(2), insync(2)},
 			}),
@@ -202,26 +202,26 @@ func TestReplicationFactor(t *testing.T) {
 		},
 		{
 			name:    "lower then removes from the tail, the rest keeping their order",
-			snap:    rfSnap(norack(4), map[string][]kafka.Partition{"t": {led(insync(4, 1, 3, 2), 3)}}),
+			snap:    rfSnap(norack(4), map[string][]model.Partition{"t": {led(insync(4, 1, 3, 2), 3)}}),
 			req:     RFRequest{Topic: "t", Factor: 2},
 			changes: []Change{same("t", 0, ids(4, 1, 3, 2), ids(4, 3), 3)},
 		},
 		{
 			name:    "lower counts the replicas it removes",
-			snap:    rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1, 2, 3), insync(1, 2, 3)}}),
+			snap:    rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1, 2, 3), insync(1, 2, 3)}}),
 			req:     RFRequest{Topic: "t", Factor: 2},
 			changes: []Change{same("t", 0, ids(1, 2, 3), ids(1, 2), 1), same("t", 1, ids(1, 2, 3), ids(1, 3), 1)},
 		},
 		// Per partition.
 		{
 			name: "every partition at the factor: noop",
-			snap: rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1, 2), insync(2, 3)}}),
+			snap: rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1, 2), insync(2, 3)}}),
 			req:  RFRequest{Topic: "t", Factor: 2},
-			noop: []kafka.TopicPartition{stp("t", 0), stp("t", 1)},
+			noop: []model.TopicPartition{stp("t", 0), stp("t", 1)},
 		},
 		{
 			name: "irregular topic: raise, lower, noop, blocked and skipped at once",
-			snap: rfSnap(norack(4), map[string][]kafka.Partition{"t": {
+			snap: rfSnap(norack(4), map[string][]model.Partition{"t": {
 				insync(1, 2),
 				insync(3),
 				insync(1, 2, 3),
@@ -233,80 +233,80 @@ func TestReplicationFactor(t *testing.T) {
 				same("t", 1, ids(3), ids(3, 4), 3),
 				same("t", 2, ids(1, 2, 3), ids(1, 2), 1),
 			},
-			noop:    []kafka.TopicPartition{stp("t", 0)},
-			blocked: []kafka.TopicPartition{stp("t", 3)},
+			noop:    []model.TopicPartition{stp("t", 0)},
+			blocked: []model.TopicPartition{stp("t", 3)},
 			skipped: []string{"t-4: no leader: cannot change from 1 to 2 replicas"},
 		},
 		{
 			name:    "only the named partitions",
-			snap:    rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1), insync(2), insync(3)}}),
+			snap:    rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1), insync(2), insync(3)}}),
 			req:     RFRequest{Topic: "t", Partitions: []int32{2, 0}, Factor: 2},
 			changes: []Change{same("t", 0, ids(1), ids(1, 2), 1), same("t", 2, ids(3), ids(3, 1), 3)},
 		},
 		{
 			name:    "an internal topic when allowed",
-			snap:    rfSnap(norack(3), map[string][]kafka.Partition{"__consumer_offsets": {insync(1)}}),
+			snap:    rfSnap(norack(3), map[string][]model.Partition{"__consumer_offsets": {insync(1)}}),
 			req:     RFRequest{Topic: "__consumer_offsets", Factor: 2, AllowInternal: true},
 			changes: []Change{same("__consumer_offsets", 0, ids(1), ids(1, 2), 1)},
 		},
 		// Refused.
 		{
 			name:   "factor below 1",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1, 2)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1, 2)}}),
 			req:    RFRequest{Topic: "t", Factor: 0},
 			reject: "replication factor 0 is below 1",
 		},
 		{
 			name:   "factor above the live brokers",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1, 2, 9)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1, 2, 9)}}),
 			req:    RFRequest{Topic: "t", Factor: 4},
 			reject: "replication factor 4 is above the 3 live brokers",
 		},
 		{
 			name:   "factor below min.insync.replicas",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1, 2, 3)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1, 2, 3)}}),
 			req:    RFRequest{Topic: "t", Factor: 1, MinISR: 2},
 			reject: `replication factor 1 is below min.insync.replicas 2 of topic "t"`,
 		},
 		{
 			name:   "__consumer_offsets",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"__consumer_offsets": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"__consumer_offsets": {insync(1)}}),
 			req:    RFRequest{Topic: "__consumer_offsets", Factor: 2},
 			reject: `topic "__consumer_offsets" is internal`,
 		},
 		{
 			name:   "__transaction_state",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"__transaction_state": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"__transaction_state": {insync(1)}}),
 			req:    RFRequest{Topic: "__transaction_state", Factor: 2},
 			reject: `topic "__transaction_state" is internal`,
 		},
 		{
 			name:   "any name starting with __",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"__schemas": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"__schemas": {insync(1)}}),
 			req:    RFRequest{Topic: "__schemas", Factor: 2},
 			reject: `topic "__schemas" is internal`,
 		},
 		{
 			name:   "unknown topic",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1)}}),
 			req:    RFRequest{Topic: "gone", Factor: 2},
 			reject: `topic "gone" does not exist (UNKNOWN_TOPIC_OR_PARTITION)`,
 		},
 		{
 			name:   "topic not read",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1)}}),
 			req:    RFRequest{Topic: "nope", Factor: 2},
 			reject: `topic "nope" was not read`,
 		},
 		{
 			name:   "unknown partition",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1)}}),
 			req:    RFRequest{Topic: "t", Partitions: []int32{0, 1}, Factor: 2},
 			reject: `partition 1 of topic "t" does not exist (the topic has 1 partitions)`,
 		},
 		{
 			name:   "partition named twice",
-			snap:   rfSnap(norack(3), map[string][]kafka.Partition{"t": {insync(1)}}),
+			snap:   rfSnap(norack(3), map[string][]model.Partition{"t": {insync(1)}}),
 			req:    RFRequest{Topic: "t", Partitions: []int32{0, 0}, Factor: 2},
 			reject: "partitions [0 0] lists a partition twice",
 		},
@@ -401,7 +401,7 @@ func TestRFRandom(t *testing.T) {
 // randomRFCase is an irregular small cluster: some brokers gone (still in replica lists),
 // no racks, a few racks, or racks on only some brokers; partitions of mixed lengths, with
 // out-of-sync replicas, without leader or under reassignment now and then.
-func randomRFCase(r *rand.Rand) (*kafka.Snapshot, RFRequest) {
+func randomRFCase(r *rand.Rand) (*model.Snapshot, RFRequest) {
 	nb := 2 + r.IntN(7) // broker ids 1..nb+2: the last two and some others are gone
 	racks := r.IntN(4)  // 0: no racks
 	mixed := racks > 0 && r.IntN(5) == 0
@@ -416,16 +416,16 @@ func randomRFCase(r *rand.Rand) (*kafka.Snapshot, RFRequest) {
 		}
 		brokers[id] = rack
 	}
-	topics := map[string][]kafka.Partition{}
+	topics := map[string][]model.Partition{}
 	for ti := range 1 + r.IntN(3) {
-		ps := make([]kafka.Partition, 1+r.IntN(6))
+		ps := make([]model.Partition, 1+r.IntN(6))
 		base := 1 + r.IntN(min(nb, 4))
 		for pi := range ps {
 			n := base
 			if r.IntN(4) == 0 { // expanded or hand-assigned at another factor
 				n = 1 + r.IntN(min(nb+2, 5))
 			}
-			p := kafka.Partition{Leader: -1}
+			p := model.Partition{Leader: -1}
 			for _, k := range r.Perm(nb + 2)[:n] {
 				p.Replicas = append(p.Replicas, int32(k+1))
 			}
@@ -459,7 +459,7 @@ func randomRFCase(r *rand.Rand) (*kafka.Snapshot, RFRequest) {
 	return s, req
 }
 
-func rfExpectReject(s *kafka.Snapshot, req RFRequest) string {
+func rfExpectReject(s *model.Snapshot, req RFRequest) string {
 	switch {
 	case req.Factor < 1:
 		return "is below 1"
@@ -473,9 +473,9 @@ func rfExpectReject(s *kafka.Snapshot, req RFRequest) string {
 
 // checkRFRules checks every selected partition against the rules; it returns how many
 // partitions were raised.
-func checkRFRules(t *testing.T, name string, s *kafka.Snapshot, req RFRequest, got Plan) int {
+func checkRFRules(t *testing.T, name string, s *model.Snapshot, req RFRequest, got Plan) int {
 	t.Helper()
-	changes := map[kafka.TopicPartition]Change{}
+	changes := map[model.TopicPartition]Change{}
 	for _, c := range got.Changes {
 		changes[c.TopicPartition] = c
 	}
@@ -603,7 +603,7 @@ func checkRFRules(t *testing.T, name string, s *kafka.Snapshot, req RFRequest, g
 	return raised
 }
 
-func rfRackCount(s *kafka.Snapshot, replicas []int32, rack string) int {
+func rfRackCount(s *model.Snapshot, replicas []int32, rack string) int {
 	n := 0
 	for _, b := range replicas {
 		if br, ok := s.Brokers[b]; ok && br.Rack == rack {
@@ -613,7 +613,7 @@ func rfRackCount(s *kafka.Snapshot, replicas []int32, rack string) int {
 	return n
 }
 
-func rackNames(s *kafka.Snapshot, replicas []int32) []string {
+func rackNames(s *model.Snapshot, replicas []int32) []string {
 	var out []string
 	for _, b := range replicas {
 		if br, ok := s.Brokers[b]; ok {
@@ -627,14 +627,14 @@ func rackNames(s *kafka.Snapshot, replicas []int32) []string {
 
 // rfLoads counts the replicas on each live broker (ascending ids) with the plan's changes
 // applied to the partitions for which keep says so.
-func rfLoads(s *kafka.Snapshot, p Plan, keep func(c Change) bool) ([]int32, []int) {
+func rfLoads(s *model.Snapshot, p Plan, keep func(c Change) bool) ([]int32, []int) {
 	var brokers []int32
 	for id := range s.Brokers {
 		brokers = append(brokers, id)
 	}
 	slices.Sort(brokers)
 	load := make([]int, len(brokers))
-	after := map[kafka.TopicPartition][]int32{}
+	after := map[model.TopicPartition][]int32{}
 	for _, c := range p.Changes {
 		if keep(c) {
 			after[c.TopicPartition] = c.ReplicasAfter
@@ -659,7 +659,7 @@ func rfLoads(s *kafka.Snapshot, p Plan, keep func(c Change) bool) ([]int32, []in
 // checkRFOptimal compares the counts after the plan with the best that any choice of new
 // replicas allowed by rule 1 gives (trims as planned), when few enough to enumerate. It
 // returns how many raised partitions it compared (0: none).
-func checkRFOptimal(t *testing.T, name string, s *kafka.Snapshot, got Plan) int {
+func checkRFOptimal(t *testing.T, name string, s *model.Snapshot, got Plan) int {
 	t.Helper()
 	isRaise := func(c Change) bool { return len(c.ReplicasAfter) > len(c.ReplicasBefore) }
 	brokers, base := rfLoads(s, got, func(c Change) bool { return !isRaise(c) })
@@ -734,7 +734,7 @@ func checkRFOptimal(t *testing.T, name string, s *kafka.Snapshot, got Plan) int 
 
 // greedyOnlyWorse reports whether the greedy pass alone would have ended with counts
 // worse than the plan's.
-func greedyOnlyWorse(s *kafka.Snapshot, req RFRequest, got Plan) bool {
+func greedyOnlyWorse(s *model.Snapshot, req RFRequest, got Plan) bool {
 	parts := s.Topics[req.Topic]
 	ids, _ := rfPartitions(parts, req)
 	c := newRFCluster(s)
@@ -809,16 +809,16 @@ func TestRFAgainstReferences(t *testing.T) {
 //   - payments, RF 4 (raised by hand once): an out-of-sync replica, a replica on broker 8,
 //     one partition under reassignment, one without leader;
 //   - audit, RF 3: Kafka's assignment from another start, skewing the counts.
-func goldenRFCluster() *kafka.Snapshot {
-	s := &kafka.Snapshot{Controller: 1, Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
+func goldenRFCluster() *model.Snapshot {
+	s := &model.Snapshot{Controller: 1, Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{}, Missing: map[string]error{}}
 	for id, rack := range map[int32]string{1: "eu-1a", 2: "eu-1a", 3: "eu-1b", 4: "eu-1b", 5: "eu-1c", 6: "eu-1c", 7: "eu-1a"} {
-		s.Brokers[id] = kafka.Broker{ID: id, Rack: rack}
+		s.Brokers[id] = model.Broker{ID: id, Rack: rack}
 	}
 	all := sortedBrokers(s)
-	add := func(name string, a [][]int32) []kafka.Partition {
-		ps := make([]kafka.Partition, len(a))
+	add := func(name string, a [][]int32) []model.Partition {
+		ps := make([]model.Partition, len(a))
 		for i, r := range a {
-			ps[i] = kafka.Partition{TopicPartition: stp(name, int32(i)), Replicas: r, ISR: slices.Clone(r), Leader: r[0]}
+			ps[i] = model.Partition{TopicPartition: stp(name, int32(i)), Replicas: r, ISR: slices.Clone(r), Leader: r[0]}
 		}
 		s.Topics[name] = ps
 		return ps

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // ShedRequest asks to move partition leadership off Broker (event broker-overloaded).
@@ -89,13 +89,13 @@ type ShedRequest struct {
 // O(k log k) for the k partitions of B, and the balancing passes (small for real clusters:
 // on the scale benchmark, 25,000 leaders moved over 2,000 topics, the per-topic pass takes
 // about 20 ms).
-func Shed(s *kafka.Snapshot, req ShedRequest) (Plan, error) {
+func Shed(s *model.Snapshot, req ShedRequest) (Plan, error) {
 	return shed(s, req, true)
 }
 
 // shed is Shed; without perTopic it balances the cluster-wide counts only (the planner
 // before per-topic balance, kept for the tests to compare with).
-func shed(s *kafka.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
+func shed(s *model.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 	b := req.Broker
 	if req.MaxPartitions < 0 {
 		return Plan{}, reject("max_partitions %d is negative", req.MaxPartitions)
@@ -284,7 +284,7 @@ func shed(s *kafka.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 
 // shedTopicLeaders numbers the topics of the moving items (items[moving[i]]) in order,
 // and lists for each the dense leader of every partition that keeps its leader.
-func shedTopicLeaders(s *kafka.Snapshot, items []shedItem, moving []int32, dense brokerIndex) (topicOf []int32, leaders [][]int32) {
+func shedTopicLeaders(s *model.Snapshot, items []shedItem, moving []int32, dense brokerIndex) (topicOf []int32, leaders [][]int32) {
 	topicOf = make([]int32, len(moving))
 	n := 0
 	for i := 0; i < len(moving); i++ {
@@ -354,13 +354,13 @@ func (x brokerIndex) get(id int32) (int32, bool) {
 // shedItem is a partition Shed changes: its candidates are cands[lo:hi] (dense broker
 // numbers, ascending) and choice is the chosen one (-1 until chosen).
 type shedItem struct {
-	p      *kafka.Partition
+	p      *model.Partition
 	lo, hi int32
 	choice int32
 }
 
 // shedTopics returns the selected topics, sorted, or rejects unknown ones.
-func shedTopics(s *kafka.Snapshot, req ShedRequest) ([]string, error) {
+func shedTopics(s *model.Snapshot, req ShedRequest) ([]string, error) {
 	var names []string
 	if len(req.Topics) == 0 {
 		names = make([]string, 0, len(s.Topics))
@@ -390,7 +390,7 @@ func shedTopics(s *kafka.Snapshot, req ShedRequest) ([]string, error) {
 	return names, nil
 }
 
-func compareTP(a, b kafka.TopicPartition) int {
+func compareTP(a, b model.TopicPartition) int {
 	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
 		return c
 	}

@@ -6,26 +6,26 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // benchCluster builds n partitions (50 topics) on brokers 1..brokers, RF 3, leaders on the
 // head of the AR except that broker 7 took the leadership of half the partitions it holds,
 // and leads none of a fifth of those it heads. One partition in 50 lost a follower from the
 // ISR.
-func benchCluster(n, brokers int) *kafka.Snapshot {
+func benchCluster(n, brokers int) *model.Snapshot {
 	r := rand.New(rand.NewPCG(1, 100_000))
-	s := &kafka.Snapshot{Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
+	s := &model.Snapshot{Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{}, Missing: map[string]error{}}
 	for id := 1; id <= brokers; id++ {
-		s.Brokers[int32(id)] = kafka.Broker{ID: int32(id), Rack: fmt.Sprintf("r%d", id%3)}
+		s.Brokers[int32(id)] = model.Broker{ID: int32(id), Rack: fmt.Sprintf("r%d", id%3)}
 	}
 	const topics = 50
 	g := 0
 	for ti := range topics {
 		name := fmt.Sprintf("topic-%02d", ti)
-		ps := make([]kafka.Partition, n/topics)
+		ps := make([]model.Partition, n/topics)
 		for i := range ps {
-			p := kafka.Partition{TopicPartition: kafka.TopicPartition{Topic: name, Partition: int32(i)}}
+			p := model.Partition{TopicPartition: model.TopicPartition{Topic: name, Partition: int32(i)}}
 			first := g % brokers // round robin heads
 			p.Replicas = []int32{int32(first + 1)}
 			for len(p.Replicas) < 3 {

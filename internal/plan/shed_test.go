@@ -17,32 +17,32 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // shedCluster builds a snapshot with the given live brokers and topics (TopicPartition is
 // filled in from the map key and the index). Topic "gone" is missing.
-func shedCluster(brokers []int32, topics map[string][]kafka.Partition) *kafka.Snapshot {
-	s := &kafka.Snapshot{
-		Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{},
+func shedCluster(brokers []int32, topics map[string][]model.Partition) *model.Snapshot {
+	s := &model.Snapshot{
+		Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{},
 		Missing: map[string]error{"gone": errors.New("UNKNOWN_TOPIC_OR_PARTITION")},
 	}
 	for _, id := range brokers {
-		s.Brokers[id] = kafka.Broker{ID: id}
+		s.Brokers[id] = model.Broker{ID: id}
 	}
 	for name, ps := range topics {
 		for i := range ps {
-			ps[i].TopicPartition = kafka.TopicPartition{Topic: name, Partition: int32(i)}
+			ps[i].TopicPartition = model.TopicPartition{Topic: name, Partition: int32(i)}
 		}
 		s.Topics[name] = ps
 	}
 	return s
 }
 
-func stp(topic string, p int32) kafka.TopicPartition {
-	return kafka.TopicPartition{Topic: topic, Partition: p}
+func stp(topic string, p int32) model.TopicPartition {
+	return model.TopicPartition{Topic: topic, Partition: p}
 }
 
 func ch(topic string, p int32, before, after []int32, from, to int32) Change {
@@ -66,20 +66,20 @@ func protect(patterns ...string) Protected {
 	}
 }
 
-func reassigning(p kafka.Partition, adding ...int32) kafka.Partition {
+func reassigning(p model.Partition, adding ...int32) model.Partition {
 	p.Adding = adding
 	return p
 }
 
 // copySnapshot is a deep copy, to check that planning does not modify its input.
-func copySnapshot(s *kafka.Snapshot) *kafka.Snapshot {
+func copySnapshot(s *model.Snapshot) *model.Snapshot {
 	// maps.Clone keeps a nil map nil, so an unmodified snapshot compares equal.
-	c := &kafka.Snapshot{Controller: s.Controller, Brokers: maps.Clone(s.Brokers), Missing: maps.Clone(s.Missing)}
+	c := &model.Snapshot{Controller: s.Controller, Brokers: maps.Clone(s.Brokers), Missing: maps.Clone(s.Missing)}
 	if s.Topics != nil {
-		c.Topics = map[string][]kafka.Partition{}
+		c.Topics = map[string][]model.Partition{}
 	}
 	for name, ps := range s.Topics {
-		cps := make([]kafka.Partition, len(ps))
+		cps := make([]model.Partition, len(ps))
 		for i, p := range ps {
 			p.Replicas, p.ISR, p.Offline = slices.Clone(p.Replicas), slices.Clone(p.ISR), slices.Clone(p.Offline)
 			p.Adding, p.Removing = slices.Clone(p.Adding), slices.Clone(p.Removing)
@@ -95,17 +95,17 @@ func TestShed(t *testing.T) {
 	live := []int32{1, 2, 3, 4}
 	for _, tc := range []struct {
 		name        string
-		snap        *kafka.Snapshot
+		snap        *model.Snapshot
 		req         ShedRequest
 		changes     []Change
 		skipped     []string // "topic-partition: reason prefix"
-		blocked     []kafka.TopicPartition
-		elections   []kafka.TopicPartition // checked when not nil
+		blocked     []model.TopicPartition
+		elections   []model.TopicPartition // checked when not nil
 		rejectMatch string
 	}{
 		{
 			name: "to the least-loaded in-sync replica",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"t": {part([]int32{1, 2, 3}, all, 1)},
 				"o": {part([]int32{2, 3, 4}, []int32{2, 3, 4}, 2), part([]int32{2, 3, 4}, []int32{2, 3, 4}, 2), part([]int32{3, 2, 4}, []int32{2, 3, 4}, 3)},
 			}),
@@ -114,7 +114,7 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "counts come from the whole snapshot, not the selected topics",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"t": {part([]int32{1, 2, 3}, all, 1)},
 				"o": {part([]int32{2, 3, 4}, []int32{2, 3, 4}, 2), part([]int32{2, 3, 4}, []int32{2, 3, 4}, 2), part([]int32{3, 2, 4}, []int32{2, 3, 4}, 3)},
 			}),
@@ -123,13 +123,13 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name:    "ties go to the lowest broker id",
-			snap:    shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 3, 2}, all, 1)}}),
+			snap:    shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 3, 2}, all, 1)}}),
 			req:     ShedRequest{Broker: 1},
 			changes: []Change{ch("t", 0, []int32{1, 3, 2}, []int32{2, 3, 1}, 1, 2)},
 		},
 		{
 			name: "several partitions spread evenly",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1),
 			}}),
 			req: ShedRequest{Broker: 1},
@@ -143,7 +143,7 @@ func TestShed(t *testing.T) {
 			// Greedy alone gives t-0 and t-2 to broker 2 (ties to the lowest id) and leaves
 			// broker 3 with nothing; the repair pass moves t-0 to broker 3.
 			name: "repair pass beats greedy",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 4}, []int32{1, 2, 4}, 1), part([]int32{1, 2, 4}, []int32{1, 2, 4}, 1),
 			}}),
 			req: ShedRequest{Broker: 1},
@@ -157,7 +157,7 @@ func TestShed(t *testing.T) {
 			// Cluster-wide only: a-1 to broker 2 (the tie to the lower id), b-1 to broker 3,
 			// so each topic has both its leaders on one broker. Swapping keeps the counts.
 			name: "each topic balanced second: two topics swap brokers",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"a": {part([]int32{2, 3}, []int32{2, 3}, 2), part([]int32{1, 2, 3}, all, 1)},
 				"b": {part([]int32{3, 2}, []int32{2, 3}, 3), part([]int32{1, 2, 3}, all, 1)},
 			}),
@@ -171,7 +171,7 @@ func TestShed(t *testing.T) {
 			// Brokers 2 and 3 lead one each: either may get a-1 (2 and 1 leaders either
 			// way); the topic's own counts pick broker 3, not the lower id.
 			name: "the topic decides which broker gets one more",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"a": {part([]int32{2, 3}, []int32{2, 3}, 2), part([]int32{1, 2, 3}, all, 1)},
 				"b": {part([]int32{3, 2}, []int32{2, 3}, 3)},
 			}),
@@ -180,7 +180,7 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "avoided brokers only when they are the only option",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"t": {part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 4}, []int32{1, 2}, 1)},
 				"o": {part([]int32{3, 4}, []int32{3, 4}, 3), part([]int32{3, 4}, []int32{3, 4}, 3)},
 			}),
@@ -192,7 +192,7 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "no other in-sync replica is skipped; leader but not head is an election only",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				part([]int32{1, 2, 3}, []int32{1}, 1),
 				part([]int32{1, 5}, []int32{1, 5}, 1),
 				part([]int32{2, 1, 3}, all, 1),
@@ -205,11 +205,11 @@ func TestShed(t *testing.T) {
 				"t-0: no in-sync replica other than broker 1",
 				"t-1: no live in-sync replica other than broker 1 (isr [1 5]; not live: [5])",
 			},
-			elections: []kafka.TopicPartition{stp("t", 2)},
+			elections: []model.TopicPartition{stp("t", 2)},
 		},
 		{
 			name: "under reassignment is skipped",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				reassigning(part([]int32{1, 2, 3}, all, 1), 4), part([]int32{1, 2, 3}, all, 1),
 			}}),
 			req:     ShedRequest{Broker: 1},
@@ -218,16 +218,16 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "under reassignment is blocked when waiting",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				reassigning(part([]int32{1, 2, 3}, all, 1), 4), part([]int32{1, 2, 3}, all, 1),
 			}}),
 			req:     ShedRequest{Broker: 1, WaitBlocked: true},
 			changes: []Change{ch("t", 1, []int32{1, 2, 3}, []int32{2, 1, 3}, 1, 2)},
-			blocked: []kafka.TopicPartition{stp("t", 0)},
+			blocked: []model.TopicPartition{stp("t", 0)},
 		},
 		{
 			name: "head but not leader is reordered, keeping the leader",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				part([]int32{1, 2, 3}, all, 3),              // leader 3 stays, becomes head
 				part([]int32{1, 2, 3}, []int32{1, 2}, -1),   // no leader: 2 is the only candidate
 				part([]int32{1, 2, 4}, []int32{1, 2, 4}, 2), // leader 2 is avoided but moves nothing
@@ -238,11 +238,11 @@ func TestShed(t *testing.T) {
 				ch("t", 1, []int32{1, 2, 3}, []int32{2, 1, 3}, -1, 2),
 				ch("t", 2, []int32{1, 2, 4}, []int32{2, 1, 4}, 2, 2),
 			},
-			elections: []kafka.TopicPartition{stp("t", 1)},
+			elections: []model.TopicPartition{stp("t", 1)},
 		},
 		{
 			name: "demote to end",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {
+			snap: shedCluster(live, map[string][]model.Partition{"t": {
 				part([]int32{1, 2, 3}, all, 1),
 				part([]int32{3, 1, 2}, all, 1),
 				part([]int32{4, 2, 1}, []int32{1, 2, 4}, 4), // neither led nor headed: untouched
@@ -254,11 +254,11 @@ func TestShed(t *testing.T) {
 				ch("t", 1, []int32{3, 1, 2}, []int32{3, 2, 1}, 1, 3),
 				ch("t", 3, []int32{1, 4}, []int32{4, 1}, 4, 4),
 			},
-			elections: []kafka.TopicPartition{stp("t", 0), stp("t", 1)},
+			elections: []model.TopicPartition{stp("t", 0), stp("t", 1)},
 		},
 		{
 			name: "topics and exclude_topics",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"a": {part([]int32{1, 2, 3}, all, 1)}, "b": {part([]int32{1, 2, 3}, all, 1)}, "c": {part([]int32{1, 2, 3}, all, 1)},
 			}),
 			req:     ShedRequest{Broker: 1, Topics: []string{"b", "a", "a"}, ExcludeTopics: []string{"b"}},
@@ -266,7 +266,7 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "exclude_topics alone",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"a": {part([]int32{1, 2, 3}, all, 1)}, "b": {part([]int32{1, 2, 3}, all, 1)}, "c": {part([]int32{1, 2, 3}, all, 1)},
 			}),
 			req: ShedRequest{Broker: 1, ExcludeTopics: []string{"c", "nonexistent"}},
@@ -277,7 +277,7 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "max_partitions takes the first in topic, partition order",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"b": {part([]int32{1, 2, 3}, all, 1)},
 				"a": {part([]int32{1, 2}, []int32{1}, 1), part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1)},
 			}),
@@ -290,7 +290,7 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "a protected topic is never changed: skipped where it would be, its load still counts",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"protected-a": {
 					part([]int32{1, 2, 3}, all, 1),        // led: would move
 					part([]int32{1, 2, 3}, []int32{1}, 1), // no candidate: that reason stays
@@ -311,18 +311,18 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "a protected partition under reassignment is skipped, not waited for",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"p": {reassigning(part([]int32{1, 2, 3}, all, 1), 4)},
 				"t": {reassigning(part([]int32{1, 2, 3}, all, 1), 4), part([]int32{1, 2, 3}, all, 1)},
 			}),
 			req:     ShedRequest{Broker: 1, WaitBlocked: true, Protected: protect("^p$")},
 			changes: []Change{ch("t", 1, []int32{1, 2, 3}, []int32{2, 1, 3}, 1, 2)},
 			skipped: []string{`p-0: topic "p" is protected: it matches "^p$"`},
-			blocked: []kafka.TopicPartition{stp("t", 0)},
+			blocked: []model.TopicPartition{stp("t", 0)},
 		},
 		{
 			name: "protected partitions do not count toward max_partitions",
-			snap: shedCluster(live, map[string][]kafka.Partition{
+			snap: shedCluster(live, map[string][]model.Partition{
 				"a": {part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1)},
 				"b": {part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1), part([]int32{1, 2, 3}, all, 1)},
 			}),
@@ -335,19 +335,19 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name:    "every topic protected: nothing changes",
-			snap:    shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}, "u": {part([]int32{2, 1}, []int32{1, 2}, 1)}}),
+			snap:    shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}, "u": {part([]int32{2, 1}, []int32{1, 2}, 1)}}),
 			req:     ShedRequest{Broker: 1, Protected: protect(".")},
 			skipped: []string{`t-0: topic "t" is protected: it matches "."`, `u-0: topic "u" is protected: it matches "."`},
 		},
 		{
 			name:    "a broker that is down but still a replica is accepted",
-			snap:    shedCluster([]int32{2, 3}, map[string][]kafka.Partition{"t": {part([]int32{5, 2}, []int32{2}, 2)}}),
+			snap:    shedCluster([]int32{2, 3}, map[string][]model.Partition{"t": {part([]int32{5, 2}, []int32{2}, 2)}}),
 			req:     ShedRequest{Broker: 5},
 			changes: []Change{ch("t", 0, []int32{5, 2}, []int32{2, 5}, 2, 2)},
 		},
 		{
 			name: "sparse broker ids",
-			snap: shedCluster([]int32{1001, 2002, 3003, 900000}, map[string][]kafka.Partition{"t": {
+			snap: shedCluster([]int32{1001, 2002, 3003, 900000}, map[string][]model.Partition{"t": {
 				part([]int32{900000, 2002, 3003}, []int32{900000, 2002, 3003}, 900000),
 				part([]int32{900000, 2002, 1001}, []int32{900000, 2002, 1001}, 900000),
 			}}),
@@ -359,41 +359,41 @@ func TestShed(t *testing.T) {
 		},
 		{
 			name: "leads and heads nothing: empty plan",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
+			snap: shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
 			req:  ShedRequest{Broker: 4},
 		},
 		{
 			name: "leads nothing among the selected topics: empty plan",
-			snap: shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}, "u": {part([]int32{2, 3}, []int32{2, 3}, 2)}}),
+			snap: shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}, "u": {part([]int32{2, 3}, []int32{2, 3}, 2)}}),
 			req:  ShedRequest{Broker: 1, Topics: []string{"u"}},
 		},
 		{
 			name:        "unknown topic",
-			snap:        shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
+			snap:        shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
 			req:         ShedRequest{Broker: 1, Topics: []string{"t", "gone"}},
 			rejectMatch: `topic "gone" does not exist (UNKNOWN_TOPIC_OR_PARTITION)`,
 		},
 		{
 			name:        "topic not read",
-			snap:        shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
+			snap:        shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
 			req:         ShedRequest{Broker: 1, Topics: []string{"nope"}},
 			rejectMatch: `topic "nope" was not read`,
 		},
 		{
 			name:        "unknown broker",
-			snap:        shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
+			snap:        shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
 			req:         ShedRequest{Broker: 9},
 			rejectMatch: "broker 9 is not a broker of this cluster",
 		},
 		{
 			name:        "negative broker (not the -1 of leaderless partitions)",
-			snap:        shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, -1)}}),
+			snap:        shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, -1)}}),
 			req:         ShedRequest{Broker: -1},
 			rejectMatch: "broker -1 is not a broker of this cluster",
 		},
 		{
 			name:        "negative max_partitions",
-			snap:        shedCluster(live, map[string][]kafka.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
+			snap:        shedCluster(live, map[string][]model.Partition{"t": {part([]int32{1, 2, 3}, all, 1)}}),
 			req:         ShedRequest{Broker: 1, MaxPartitions: -1},
 			rejectMatch: "max_partitions -1 is negative",
 		},
@@ -447,8 +447,8 @@ func TestShed(t *testing.T) {
 // broker 2 or 3 cold would have 13 there and 15 on broker 4 instead.
 func TestShedPerTopicExample(t *testing.T) {
 	all := []int32{1, 2, 3, 4}
-	led := func(n int, b int32) []kafka.Partition { // replicas b and the others of 2, 3, 4
-		var ps []kafka.Partition
+	led := func(n int, b int32) []model.Partition { // replicas b and the others of 2, 3, 4
+		var ps []model.Partition
 		for range n {
 			r := []int32{b}
 			for _, x := range []int32{2, 3, 4} {
@@ -460,11 +460,11 @@ func TestShedPerTopicExample(t *testing.T) {
 		}
 		return ps
 	}
-	shed1 := func(n int) []kafka.Partition { return led(n, 1) } // replicas 1, 2, 3, 4
+	shed1 := func(n int) []model.Partition { return led(n, 1) } // replicas 1, 2, 3, 4
 	hot := slices.Concat(led(15, 2), led(12, 3), led(7, 4), shed1(90))
 	cold := slices.Concat(led(3, 3), led(8, 4), shed1(31))
 	warm := slices.Concat(led(1, 2), led(1, 3))
-	s := shedCluster(all, map[string][]kafka.Partition{"hot": hot, "cold": cold, "warm": warm})
+	s := shedCluster(all, map[string][]model.Partition{"hot": hot, "cold": cold, "warm": warm})
 	req := ShedRequest{Broker: 1}
 
 	old, err := shed(s, req, false)
@@ -572,7 +572,7 @@ func TestShedPerTopicRandom(t *testing.T) {
 	improved, changes, brute, bruteImproved := 0, 0, 0, 0
 	for i := range 1000 {
 		var (
-			s   *kafka.Snapshot
+			s   *model.Snapshot
 			req ShedRequest
 		)
 		small := i%2 == 0
@@ -612,16 +612,16 @@ func TestShedPerTopicRandom(t *testing.T) {
 // randomShedCluster is a cluster of live brokers 1..nb with the given topics and
 // partitions each (replication factor 2 to 4, leadership skewed to broker 1, some replicas
 // out of sync, a few partitions under reassignment) and a request to shed broker 1.
-func randomShedCluster(r *rand.Rand, nb, topics, partitions int) (*kafka.Snapshot, ShedRequest) {
-	s := &kafka.Snapshot{Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
+func randomShedCluster(r *rand.Rand, nb, topics, partitions int) (*model.Snapshot, ShedRequest) {
+	s := &model.Snapshot{Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{}, Missing: map[string]error{}}
 	for id := int32(1); id <= int32(nb); id++ {
-		s.Brokers[id] = kafka.Broker{ID: id}
+		s.Brokers[id] = model.Broker{ID: id}
 	}
 	for ti := range topics {
 		name := fmt.Sprintf("t%02d", ti)
-		ps := make([]kafka.Partition, 1+r.IntN(partitions))
+		ps := make([]model.Partition, 1+r.IntN(partitions))
 		for pi := range ps {
-			p := kafka.Partition{TopicPartition: stp(name, int32(pi))}
+			p := model.Partition{TopicPartition: stp(name, int32(pi))}
 			for _, k := range r.Perm(nb)[:min(nb, 2+r.IntN(3))] {
 				p.Replicas = append(p.Replicas, int32(k+1))
 			}
@@ -651,22 +651,22 @@ func randomShedCluster(r *rand.Rand, nb, topics, partitions int) (*kafka.Snapsho
 	return s, req
 }
 
-func randomShedCase(r *rand.Rand) (*kafka.Snapshot, ShedRequest) {
+func randomShedCase(r *rand.Rand) (*model.Snapshot, ShedRequest) {
 	nb := 2 + r.IntN(4) // broker ids 1..nb, some of them down
 	b := int32(1 + r.IntN(nb))
-	s := &kafka.Snapshot{Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
+	s := &model.Snapshot{Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{}, Missing: map[string]error{}}
 	for id := int32(1); id <= int32(nb); id++ {
 		if r.IntN(8) > 0 {
-			s.Brokers[id] = kafka.Broker{ID: id}
+			s.Brokers[id] = model.Broker{ID: id}
 		}
 	}
 	var names []string
 	for ti := range 1 + r.IntN(3) {
 		name := fmt.Sprintf("t%d", ti)
 		names = append(names, name)
-		ps := make([]kafka.Partition, 1+r.IntN(6))
+		ps := make([]model.Partition, 1+r.IntN(6))
 		for pi := range ps {
-			p := kafka.Partition{TopicPartition: stp(name, int32(pi)), Leader: -1}
+			p := model.Partition{TopicPartition: stp(name, int32(pi)), Leader: -1}
 			for _, k := range r.Perm(nb)[:1+r.IntN(min(nb, 4))] {
 				p.Replicas = append(p.Replicas, int32(k+1))
 			}
@@ -731,9 +731,9 @@ func renumberIDs(ids []int32, scale int32) []int32 {
 }
 
 // renumber returns a copy of s with every broker id multiplied by scale (same order).
-func renumber(s *kafka.Snapshot, scale int32) *kafka.Snapshot {
+func renumber(s *model.Snapshot, scale int32) *model.Snapshot {
 	c := copySnapshot(s)
-	c.Brokers = map[int32]kafka.Broker{}
+	c.Brokers = map[int32]model.Broker{}
 	for id, b := range s.Brokers {
 		b.ID = renumberID(id, scale)
 		c.Brokers[b.ID] = b
@@ -764,7 +764,7 @@ func renumberPlan(p Plan, scale int32) Plan {
 	return out
 }
 
-func isShedBroker(s *kafka.Snapshot, b int32) bool {
+func isShedBroker(s *model.Snapshot, b int32) bool {
 	if _, ok := s.Brokers[b]; ok {
 		return true
 	}
@@ -780,7 +780,7 @@ func isShedBroker(s *kafka.Snapshot, b int32) bool {
 
 // shedCandidates restates the candidate rule: in the ISR and the AR, not b, live; without
 // the avoided brokers unless they are all there is. It returns both lists, ascending.
-func shedCandidates(s *kafka.Snapshot, p kafka.Partition, req ShedRequest) (all, eligible []int32) {
+func shedCandidates(s *model.Snapshot, p model.Partition, req ShedRequest) (all, eligible []int32) {
 	for _, r := range p.Replicas {
 		if _, live := s.Brokers[r]; r != req.Broker && live && p.InSync(r) && !slices.Contains(all, r) {
 			all = append(all, r)
@@ -799,8 +799,8 @@ func shedCandidates(s *kafka.Snapshot, p kafka.Partition, req ShedRequest) (all,
 }
 
 // shedSelected lists the selected partitions that b leads or heads, in (topic, partition) order.
-func shedSelected(s *kafka.Snapshot, req ShedRequest) []kafka.Partition {
-	var out []kafka.Partition
+func shedSelected(s *model.Snapshot, req ShedRequest) []model.Partition {
+	var out []model.Partition
 	for name, ps := range s.Topics {
 		if len(req.Topics) > 0 && !slices.Contains(req.Topics, name) || slices.Contains(req.ExcludeTopics, name) {
 			continue
@@ -811,25 +811,25 @@ func shedSelected(s *kafka.Snapshot, req ShedRequest) []kafka.Partition {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b kafka.Partition) int { return compareTP(a.TopicPartition, b.TopicPartition) })
+	slices.SortFunc(out, func(a, b model.Partition) int { return compareTP(a.TopicPartition, b.TopicPartition) })
 	return out
 }
 
-func checkShedRules(t *testing.T, name string, s *kafka.Snapshot, req ShedRequest, got Plan) {
+func checkShedRules(t *testing.T, name string, s *model.Snapshot, req ShedRequest, got Plan) {
 	t.Helper()
 	b := req.Broker
-	changes := map[kafka.TopicPartition]Change{}
+	changes := map[model.TopicPartition]Change{}
 	for _, c := range got.Changes {
 		changes[c.TopicPartition] = c
 	}
-	skips := map[kafka.TopicPartition]string{}
-	codes := map[kafka.TopicPartition]SkipCode{}
+	skips := map[model.TopicPartition]string{}
+	codes := map[model.TopicPartition]SkipCode{}
 	for _, sk := range got.Skipped {
 		skips[sk.TopicPartition] = sk.Reason
 		codes[sk.TopicPartition] = sk.Code
 	}
-	for _, list := range [][]kafka.TopicPartition{tpsOf(got.Changes), tpsOfSkips(got.Skipped), got.Blocked} {
-		if !slices.IsSortedFunc(list, compareTP) || len(slices.CompactFunc(slices.Clone(list), func(a, b kafka.TopicPartition) bool { return a == b })) != len(list) {
+	for _, list := range [][]model.TopicPartition{tpsOf(got.Changes), tpsOfSkips(got.Skipped), got.Blocked} {
+		if !slices.IsSortedFunc(list, compareTP) || len(slices.CompactFunc(slices.Clone(list), func(a, b model.TopicPartition) bool { return a == b })) != len(list) {
 			t.Errorf("%s: %v is not sorted by topic, partition without repeats", name, list)
 		}
 	}
@@ -922,7 +922,7 @@ func checkShedRules(t *testing.T, name string, s *kafka.Snapshot, req ShedReques
 // counts only (shed without perTopic): the same partitions changed, skipped and blocked;
 // exactly as good cluster-wide (the same sorted counts); per topic never worse, and
 // different only when better. It reports whether the plan is better per topic.
-func checkShedVsClusterOnly(t *testing.T, name string, s *kafka.Snapshot, req ShedRequest, got Plan) bool {
+func checkShedVsClusterOnly(t *testing.T, name string, s *model.Snapshot, req ShedRequest, got Plan) bool {
 	t.Helper()
 	old, err := shed(s, req, false)
 	if err != nil {
@@ -950,7 +950,7 @@ func checkShedVsClusterOnly(t *testing.T, name string, s *kafka.Snapshot, req Sh
 // of eligible candidates gives (brute force), when that is small enough to enumerate: the
 // cluster-wide counts first, then, among the choices as good for those, the per-topic
 // square sum. It returns how many choices it compared (0: none).
-func checkShedOptimal(t *testing.T, name string, s *kafka.Snapshot, req ShedRequest, got Plan) int {
+func checkShedOptimal(t *testing.T, name string, s *model.Snapshot, req ShedRequest, got Plan) int {
 	t.Helper()
 	brokers := shedOthers(s, req.Broker)
 	pos := func(id int32) int { return slices.Index(brokers, id) }
@@ -1008,7 +1008,7 @@ func checkShedOptimal(t *testing.T, name string, s *kafka.Snapshot, req ShedRequ
 }
 
 // shedOthers lists the live brokers other than b, ascending.
-func shedOthers(s *kafka.Snapshot, b int32) []int32 {
+func shedOthers(s *model.Snapshot, b int32) []int32 {
 	var brokers []int32
 	for id := range s.Brokers {
 		if id != b {
@@ -1021,9 +1021,9 @@ func shedOthers(s *kafka.Snapshot, b int32) []int32 {
 
 // shedCounts counts the leaders of the live brokers other than b (shedOthers) once the
 // plan is made, in the whole cluster and in each topic.
-func shedCounts(s *kafka.Snapshot, b int32, p Plan) (cluster []int, topics map[string][]int) {
+func shedCounts(s *model.Snapshot, b int32, p Plan) (cluster []int, topics map[string][]int) {
 	brokers := shedOthers(s, b)
-	after := map[kafka.TopicPartition]int32{}
+	after := map[model.TopicPartition]int32{}
 	for _, c := range p.Changes {
 		after[c.TopicPartition] = c.LeaderAfter
 	}
@@ -1136,16 +1136,16 @@ func TestBalanceOptimal(t *testing.T) {
 	}
 }
 
-func tpsOf(cs []Change) []kafka.TopicPartition {
-	out := make([]kafka.TopicPartition, len(cs))
+func tpsOf(cs []Change) []model.TopicPartition {
+	out := make([]model.TopicPartition, len(cs))
 	for i, c := range cs {
 		out[i] = c.TopicPartition
 	}
 	return out
 }
 
-func tpsOfSkips(ss []Skip) []kafka.TopicPartition {
-	out := make([]kafka.TopicPartition, len(ss))
+func tpsOfSkips(ss []Skip) []model.TopicPartition {
+	out := make([]model.TopicPartition, len(ss))
 	for i, s := range ss {
 		out[i] = s.TopicPartition
 	}
@@ -1163,9 +1163,9 @@ func btoi(b bool) int {
 // three topics placed rack-aware round robin, leadership skewed to broker 1, with an ISR
 // that shrank, a partition only broker 1 has in sync, one under reassignment, and two that
 // broker 1 heads without leading.
-func goldenCluster() *kafka.Snapshot {
-	s := &kafka.Snapshot{Controller: 2, Brokers: map[int32]kafka.Broker{}, Topics: map[string][]kafka.Partition{}, Missing: map[string]error{}}
-	for _, b := range []kafka.Broker{{ID: 1, Rack: "r1"}, {ID: 2, Rack: "r1"}, {ID: 3, Rack: "r2"}, {ID: 4, Rack: "r2"}} {
+func goldenCluster() *model.Snapshot {
+	s := &model.Snapshot{Controller: 2, Brokers: map[int32]model.Broker{}, Topics: map[string][]model.Partition{}, Missing: map[string]error{}}
+	for _, b := range []model.Broker{{ID: 1, Rack: "r1"}, {ID: 2, Rack: "r1"}, {ID: 3, Rack: "r2"}, {ID: 4, Rack: "r2"}} {
 		s.Brokers[b.ID] = b
 	}
 	seq := []int32{1, 3, 2, 4} // racks alternate
@@ -1173,9 +1173,9 @@ func goldenCluster() *kafka.Snapshot {
 		name       string
 		n, rf, off int
 	}{{"orders", 12, 3, 0}, {"payments", 10, 3, 1}, {"audit", 8, 2, 2}} {
-		ps := make([]kafka.Partition, t.n)
+		ps := make([]model.Partition, t.n)
 		for i := range ps {
-			p := kafka.Partition{TopicPartition: stp(t.name, int32(i))}
+			p := model.Partition{TopicPartition: stp(t.name, int32(i))}
 			for k := range t.rf {
 				p.Replicas = append(p.Replicas, seq[(i+t.off+k)%len(seq)])
 			}
@@ -1214,7 +1214,7 @@ type goldenShed struct {
 		Before int   `json:"before"`
 		After  int   `json:"after"`
 	} `json:"leaders"`
-	Elections []kafka.TopicPartition `json:"elections"`
+	Elections []model.TopicPartition `json:"elections"`
 	Plan      Plan                   `json:"plan"`
 }
 
@@ -1244,7 +1244,7 @@ func TestShedGolden(t *testing.T) {
 			g.Request.Broker, g.Request.Topics, g.Request.ExcludeTopics = tc.req.Broker, tc.req.Topics, tc.req.ExcludeTopics
 			g.Request.MaxPartitions, g.Request.DemoteToEnd, g.Request.Avoid, g.Request.WaitBlocked = tc.req.MaxPartitions, tc.req.DemoteToEnd, tc.req.Avoid, tc.req.WaitBlocked
 			g.Request.Protected = tc.protected
-			after := map[kafka.TopicPartition]int32{}
+			after := map[model.TopicPartition]int32{}
 			for _, c := range p.Changes {
 				after[c.TopicPartition] = c.LeaderAfter
 			}

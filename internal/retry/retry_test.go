@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/retry"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -195,7 +196,7 @@ func TestIsTransientOfKafkaErrors(t *testing.T) {
 	env := testenv.Get(t)
 	cl := env.Kafka(t, "local")
 	topic := testenv.Name(t, "missing")
-	err := kafka.SubmitReassignment(t.Context(), cl, map[kafka.TopicPartition][]int32{{Topic: topic, Partition: 0}: {1, 2}})
+	err := kafka.SubmitReassignment(t.Context(), cl, map[model.TopicPartition][]int32{{Topic: topic, Partition: 0}: {1, 2}})
 	if !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		t.Fatalf("reassign a missing topic = %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
 	}
@@ -205,7 +206,7 @@ func TestIsTransientOfKafkaErrors(t *testing.T) {
 	// A permanent one stays permanent.
 	existing := testenv.Name(t, "rf")
 	testenv.CreateTopic(t, cl, existing, [][]int32{{1, 2}}, nil)
-	err = kafka.SubmitReassignment(t.Context(), cl, map[kafka.TopicPartition][]int32{{Topic: existing, Partition: 0}: {1, 1}})
+	err = kafka.SubmitReassignment(t.Context(), cl, map[model.TopicPartition][]int32{{Topic: existing, Partition: 0}: {1, 1}})
 	if err == nil {
 		t.Fatal("a reassignment to a duplicate replica was accepted")
 	}

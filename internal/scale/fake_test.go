@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 var small = Shape{Partitions: 600, PerTopic: 50, Big: 100, Racks: 3, PerRack: 2, RF: 3, Skewed: 1, Seed: 7}
@@ -77,7 +78,7 @@ func TestHooksAnswerAsKafka(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var offHead, leading, lagging kafka.Partition // led off its head; led by its head; head out of sync
+	var offHead, leading, lagging model.Partition // led off its head; led by its head; head out of sync
 	for _, ps := range s.Topics {
 		for _, p := range ps {
 			switch {
@@ -97,12 +98,12 @@ func TestHooksAnswerAsKafka(t *testing.T) {
 		}
 	}
 	out := append([]int32{lagging.Replicas[2]}, lagging.Replicas[:2]...)
-	if err := kafka.SubmitReassignment(ctx, cl, map[kafka.TopicPartition][]int32{lagging.TopicPartition: out}); err != nil {
+	if err := kafka.SubmitReassignment(ctx, cl, map[model.TopicPartition][]int32{lagging.TopicPartition: out}); err != nil {
 		t.Fatal(err)
 	}
 
 	set := kadm.TopicsSet{}
-	for _, p := range []kafka.Partition{offHead, leading, lagging} {
+	for _, p := range []model.Partition{offHead, leading, lagging} {
 		set.Add(p.Topic, p.Partition)
 	}
 	set.Add("nope", 0)
@@ -111,10 +112,10 @@ func TestHooksAnswerAsKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		p    kafka.TopicPartition
+		p    model.TopicPartition
 		want error
 	}{{offHead.TopicPartition, nil}, {leading.TopicPartition, kerr.ElectionNotNeeded},
-		{lagging.TopicPartition, kerr.PreferredLeaderNotAvailable}, {kafka.TopicPartition{Topic: "nope"}, kerr.UnknownTopicOrPartition}} {
+		{lagging.TopicPartition, kerr.PreferredLeaderNotAvailable}, {model.TopicPartition{Topic: "nope"}, kerr.UnknownTopicOrPartition}} {
 		if got := res[c.p.Topic][c.p.Partition].Err; !errors.Is(got, c.want) && got != c.want {
 			t.Errorf("elect %s: %v, want %v", c.p, got, c.want)
 		}
@@ -136,7 +137,7 @@ func TestHooksAnswerAsKafka(t *testing.T) {
 	// A partition of lagging's topic that no other entry of the request names (two entries
 	// for one partition would make the outcome depend on the request's order).
 	cancel := int32(0)
-	for slices.ContainsFunc([]kafka.Partition{p, offHead, lagging}, func(q kafka.Partition) bool {
+	for slices.ContainsFunc([]model.Partition{p, offHead, lagging}, func(q model.Partition) bool {
 		return q.Topic == lagging.Topic && q.Partition == cancel
 	}) {
 		cancel++
@@ -147,10 +148,10 @@ func TestHooksAnswerAsKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		p    kafka.TopicPartition
+		p    model.TopicPartition
 		want error
 	}{{p.TopicPartition, nil}, {offHead.TopicPartition, kerr.InvalidReplicaAssignment},
-		{lagging.TopicPartition, kerr.InvalidReplicaAssignment}, {kafka.TopicPartition{Topic: lagging.Topic, Partition: cancel}, kerr.NoReassignmentInProgress}} {
+		{lagging.TopicPartition, kerr.InvalidReplicaAssignment}, {model.TopicPartition{Topic: lagging.Topic, Partition: cancel}, kerr.NoReassignmentInProgress}} {
 		if got := ares[c.p.Topic][c.p.Partition].Err; !errors.Is(got, c.want) && got != c.want {
 			t.Errorf("reassign %s: %v, want %v", c.p, got, c.want)
 		}

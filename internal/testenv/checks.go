@@ -19,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -94,7 +95,7 @@ func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Resul
 
 // Partitions reads a topic's partitions. On the legacy cluster (before Kafka 2.4) it sees
 // no reassignment: use Env.Partitions there.
-func Partitions(t testing.TB, cl *kgo.Client, topic string) []kafka.Partition {
+func Partitions(t testing.TB, cl *kgo.Client, topic string) []model.Partition {
 	t.Helper()
 	snap, err := kafka.ReadSnapshot(t.Context(), cl, topic)
 	if err != nil {
@@ -122,7 +123,7 @@ func (e *Env) Reader(t testing.TB, cluster string, cl *kgo.Client) kafka.Reader 
 
 // Partitions reads a topic's partitions of the stack cluster, reassignments included
 // (Reader).
-func (e *Env) Partitions(t testing.TB, cluster string, cl *kgo.Client, topic string) []kafka.Partition {
+func (e *Env) Partitions(t testing.TB, cluster string, cl *kgo.Client, topic string) []model.Partition {
 	t.Helper()
 	snap, err := e.Reader(t, cluster, cl).Snapshot(t.Context(), topic)
 	if err != nil {
@@ -136,21 +137,21 @@ func (e *Env) Partitions(t testing.TB, cluster string, cl *kgo.Client, topic str
 // res.Changes lists exactly the partitions that differ from before, with their states
 // before and now. leaders says whether leadership is part of the state (reorders) or not
 // (replication factor).
-func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
-	checkOutcome(t, func() (*kafka.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, res, topic, before, want, leaders)
+	checkOutcome(t, func() (*model.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, res, topic, before, want, leaders)
 }
 
 // CheckOutcome is the package's CheckOutcome on a stack cluster, reading it as the worker
 // does (Reader): on the legacy cluster a partition is settled only once
 // /admin/reassign_partitions no longer lists it.
-func (e *Env) CheckOutcome(t testing.TB, cluster string, cl *kgo.Client, res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+func (e *Env) CheckOutcome(t testing.TB, cluster string, cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
 	rd := e.Reader(t, cluster, cl)
-	checkOutcome(t, func() (*kafka.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, res, topic, before, want, leaders)
+	checkOutcome(t, func() (*model.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, res, topic, before, want, leaders)
 }
 
-func checkOutcome(t testing.TB, read func() (*kafka.Snapshot, error), res *events.Result, topic string, before []kafka.Partition, want func(kafka.Partition) bool, leaders bool) {
+func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
 	Eventually(t, 60*time.Second, func() error {
 		snap, err := read()
