@@ -167,10 +167,15 @@ func (s *Stack) ensureSecrets() error {
 	return certs.WriteFile(filepath.Join(dir, secureCAFile), ca.CertPEM, 0o644)
 }
 
+// randomSecret is a fresh password: 144 random bits in hex behind a letter. nats-server
+// parses the value of a $VARIABLE in its configuration (the secured server's passwords
+// come from its environment) as a configuration value: bare hex that starts with a digit
+// reads as a number ("16e1…", "6…": the server refuses to start) or a number with a unit;
+// a leading letter makes it a string.
 func randomSecret() string {
 	b := make([]byte, 18)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b)
+	return "s" + hex.EncodeToString(b)
 }
 
 // natsSecureConf is the secured nats-server's configuration: TLS with the stack's
