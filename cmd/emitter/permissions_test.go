@@ -233,7 +233,7 @@ func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
 	alive := func() error { return nil }
 
 	j := journal.New(js)
-	op, err := j.Begin(ctx, alive, journal.Entry{Event: "perm-3", Type: "broker-overloaded", Cluster: "perm"})
+	op, err := j.Begin(ctx, alive, nil, journal.Entry{Event: "perm-3", Type: "broker-overloaded", Cluster: "perm"})
 	if err != nil {
 		t.Fatalf("journal: %v", err)
 	}
@@ -247,8 +247,8 @@ func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
 	if _, err := j.List(ctx); err != nil {
 		t.Fatalf("journal list: %v", err)
 	}
-	if err := op.Delete(ctx); err != nil {
-		t.Fatalf("journal delete: %v", err)
+	if err := op.Close(ctx); err != nil {
+		t.Fatalf("journal close: %v", err)
 	}
 
 	l, err := locks.NewKV(js, locks.KVConfig{Worker: "permissions-test", Wait: 10 * time.Second})

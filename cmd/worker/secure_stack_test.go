@@ -22,7 +22,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/certs"
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -376,7 +376,7 @@ func TestSecureStack(t *testing.T) {
 	}
 }
 
-func partition(t *testing.T, env *testenv.Env, cl *kgo.Client, topic string, p int32) kafka.Partition {
+func partition(t *testing.T, env *testenv.Env, cl *kgo.Client, topic string, p int32) model.Partition {
 	t.Helper()
 	for _, q := range env.Partitions(t, "local", cl, topic) {
 		if q.Partition == p {
@@ -384,11 +384,11 @@ func partition(t *testing.T, env *testenv.Env, cl *kgo.Client, topic string, p i
 		}
 	}
 	t.Fatalf("%s has no partition %d", topic, p)
-	return kafka.Partition{}
+	return model.Partition{}
 }
 
-func samePlacement(a, b []kafka.Partition) bool {
-	return slices.EqualFunc(a, b, func(x, y kafka.Partition) bool {
+func samePlacement(a, b []model.Partition) bool {
+	return slices.EqualFunc(a, b, func(x, y model.Partition) bool {
 		return x.Partition == y.Partition && x.Leader == y.Leader && slices.Equal(x.Replicas, y.Replicas)
 	})
 }

@@ -93,7 +93,7 @@ func (h *Handlers) admit(ctx context.Context, ev *events.Event, log *zap.Logger)
 	if _, known := h.cfg.Clusters[ev.Cluster]; !known {
 		return err
 	}
-	rec, jerr := h.cfg.Journal.Get(ctx, ev.Cluster)
+	rec, jerr := h.openEntry(ctx, ev.Cluster)
 	if jerr != nil {
 		return jerr
 	}

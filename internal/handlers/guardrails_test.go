@@ -421,7 +421,7 @@ func TestAdmitFinishesAJournaledOperation(t *testing.T) {
 	if err := h.admit(t.Context(), ev, zap.NewNop()); !isRejection(err) {
 		t.Fatalf("admit before the journal: %v, want a rejection", err)
 	}
-	if _, err := h.cfg.Journal.Begin(t.Context(), alive, journal.Entry{Event: ev.ID, Type: ev.Type, Cluster: "local"}); err != nil {
+	if _, err := h.cfg.Journal.Begin(t.Context(), alive, nil, journal.Entry{Event: ev.ID, Type: ev.Type, Cluster: "local"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.admit(t.Context(), ev, zap.NewNop()); err != nil {
@@ -476,11 +476,11 @@ func TestBeginAppliesThePlanGuardrails(t *testing.T) {
 		if err != nil || rec == nil {
 			t.Fatalf("journal: %v %v", rec, err)
 		}
-		op, err := h.cfg.Journal.Adopt(t.Context(), alive, rec, "test", 1)
+		op, err := h.cfg.Journal.TakeOver(t.Context(), alive, rec, "test", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := op.Delete(t.Context()); err != nil {
+		if err := op.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -91,7 +91,7 @@ func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, l
 			earlier.Replayed = true
 			return nil, earlier, nil
 		}
-		rec, e := h.cfg.Journal.Get(ctx, c.Name)
+		rec, e := h.openEntry(ctx, c.Name)
 		if e != nil || rec == nil || rec.Event != job.Event.ID {
 			return nil, nil, fmt.Errorf("lock cluster %s: %w", c.Name, err)
 		}
@@ -105,7 +105,7 @@ func (h *Handlers) acquire(ctx context.Context, c *Cluster, job *pipeline.Job, l
 	if err != nil || ok {
 		if err == nil {
 			earlier.Replayed = true
-			if rec, e := h.cfg.Journal.Get(lctx, c.Name); e == nil && rec != nil && rec.Event == job.Event.ID && rec.Step == journal.StepAwaiting {
+			if rec, e := h.openEntry(lctx, c.Name); e == nil && rec != nil && rec.Event == job.Event.ID && rec.Step == journal.StepAwaiting {
 				return l, earlier, nil
 			}
 		}
@@ -160,7 +160,11 @@ func (x *exec) begin(ctx context.Context, e journal.Entry) error {
 	if e.Step == "" {
 		e.Step = journal.StepPlanned
 	}
-	op, err := x.h.cfg.Journal.Begin(ctx, x.l.alive, e)
+	prev, err := x.h.cfg.Journal.Get(ctx, ev.Cluster)
+	if err != nil {
+		return err
+	}
+	op, err := x.h.cfg.Journal.Begin(ctx, x.l.alive, prev, e)
 	if err != nil {
 		return err
 	}
@@ -191,7 +195,7 @@ func (h *Handlers) locked(ctx context.Context, job *pipeline.Job, c *Cluster, t 
 		if l != nil {
 			// Its worker stopped while waiting for reassignments that the cluster cannot
 			// cancel: wait for them here, and restore the throttles, before answering.
-			if rec, err := h.cfg.Journal.Get(l.ctx, c.Name); err == nil && rec != nil && rec.Event == job.Event.ID {
+			if rec, err := h.openEntry(l.ctx, c.Name); err == nil && rec != nil && rec.Event == job.Event.ID {
 				if err := h.takeOver(l, job, rec, log); err != nil {
 					log.Warn("the reassignments it left outlive this worker's hold of the lock; the next holder restores the throttles", zap.Error(err))
 				}
@@ -204,7 +208,7 @@ func (h *Handlers) locked(ctx context.Context, job *pipeline.Job, c *Cluster, t 
 	defer l.release(log)
 	defer h.cfg.Metrics.OperationStarted(c.Name, time.Now())() // a takeover first included
 
-	rec, err := h.cfg.Journal.Get(l.ctx, c.Name)
+	rec, err := h.openEntry(l.ctx, c.Name)
 	if err != nil {
 		return res, err
 	}
@@ -222,7 +226,7 @@ func (h *Handlers) locked(ctx context.Context, job *pipeline.Job, c *Cluster, t 
 	} else {
 		log.Info("resuming the operation of an earlier attempt", zap.String("step", string(rec.Step)),
 			zap.String("by", rec.Worker), zap.Int("attempt", rec.Attempt))
-		x.op, runErr = h.cfg.Journal.Adopt(l.ctx, l.alive, rec, job.Worker, job.Attempt)
+		x.op, runErr = h.cfg.Journal.TakeOver(l.ctx, l.alive, rec, job.Worker, job.Attempt)
 		if runErr == nil {
 			runErr = t.resume(l.ctx, x)
 		}
@@ -324,7 +328,7 @@ func (x *exec) publish() (*events.Result, error) {
 		}
 		return stored, nil
 	}
-	if err := x.op.Delete(ctx); err != nil {
+	if err := x.op.Close(ctx); err != nil {
 		// The next holder finds the entry with the result stored and deletes it.
 		x.log.Warn("delete the journal entry", zap.Error(err))
 	}
@@ -349,7 +353,7 @@ func (x *exec) awaitDetached(ctx context.Context) error {
 	}
 	dctx, cancel := x.l.writeCtx(cleanupTimeout)
 	defer cancel()
-	return x.op.Delete(dctx)
+	return x.op.Close(dctx)
 }
 
 // takeOver resolves the journal entry rec of another event, left by a holder that is gone
@@ -378,7 +382,7 @@ func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, lo
 	if err != nil {
 		return err
 	}
-	op, err := h.cfg.Journal.Adopt(ctx, l.alive, rec, job.Worker, rec.Attempt+1)
+	op, err := h.cfg.Journal.TakeOver(ctx, l.alive, rec, job.Worker, rec.Attempt+1)
 	if err != nil {
 		return err
 	}
@@ -399,7 +403,7 @@ func (h *Handlers) takeOver(l *lease, job *pipeline.Job, rec *journal.Record, lo
 			}
 			log.Info("rolled back", zap.String("summary", summary))
 		}
-		return op.Delete(ctx)
+		return op.Close(ctx)
 	}
 	log.Info("finishing the operation of an event whose worker is gone")
 	h.cfg.Metrics.Takeover()
@@ -424,7 +428,7 @@ func (h *Handlers) Replayed(ctx context.Context, job *pipeline.Job) {
 	if !ok {
 		return
 	}
-	rec, err := h.cfg.Journal.Get(ctx, ev.Cluster)
+	rec, err := h.openEntry(ctx, ev.Cluster)
 	if err != nil || rec == nil || rec.Event != ev.ID {
 		return
 	}
@@ -436,7 +440,7 @@ func (h *Handlers) Replayed(ctx context.Context, job *pipeline.Job) {
 			return
 		}
 		defer l.release(log)
-		if rec, err = h.cfg.Journal.Get(l.ctx, c.Name); err == nil && rec != nil && rec.Event == ev.ID {
+		if rec, err = h.openEntry(l.ctx, c.Name); err == nil && rec != nil && rec.Event == ev.ID {
 			if err := h.takeOver(l, job, rec, log); err != nil {
 				log.Info("the reassignments the event left running outlive this worker's hold of the lock", zap.Error(err))
 			}
@@ -446,7 +450,7 @@ func (h *Handlers) Replayed(ctx context.Context, job *pipeline.Job) {
 	if rec.Step != journal.StepDone {
 		return
 	}
-	if err := h.cfg.Journal.Forget(ctx, rec); err != nil {
+	if err := h.cfg.Journal.Close(ctx, rec); err != nil {
 		h.log.Info("tidy the journal after a replay", zap.String("id", ev.ID), zap.Error(err))
 	}
 }
@@ -461,7 +465,7 @@ func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string
 	if !ok {
 		return nil, nil
 	}
-	rec, err := h.cfg.Journal.Get(ctx, c.Name)
+	rec, err := h.openEntry(ctx, c.Name)
 	if err != nil || rec == nil || rec.Event != ev.ID {
 		return nil, err // nothing of this event's was written
 	}
@@ -480,10 +484,10 @@ func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string
 	}
 	defer l.release(log)
 	defer h.cfg.Metrics.OperationStarted(c.Name, time.Now())()
-	if rec, err = h.cfg.Journal.Get(l.ctx, c.Name); err != nil || rec == nil || rec.Event != ev.ID {
+	if rec, err = h.openEntry(l.ctx, c.Name); err != nil || rec == nil || rec.Event != ev.ID {
 		return nil, err
 	}
-	op, err := h.cfg.Journal.Adopt(l.ctx, l.alive, rec, job.Worker, job.Attempt)
+	op, err := h.cfg.Journal.TakeOver(l.ctx, l.alive, rec, job.Worker, job.Attempt)
 	if err != nil {
 		return nil, err
 	}
@@ -497,4 +501,14 @@ func (h *Handlers) Abandon(ctx context.Context, job *pipeline.Job, reason string
 		res.Error += "; " + summary
 	}
 	return x.publish()
+}
+
+// openEntry returns the cluster's open journal entry, nil when it has none (a closed one
+// is what the last operation left).
+func (h *Handlers) openEntry(ctx context.Context, cluster string) (*journal.Record, error) {
+	rec, err := h.cfg.Journal.Get(ctx, cluster)
+	if err != nil || rec == nil || !rec.Open() {
+		return nil, err
+	}
+	return rec, nil
 }

@@ -13,10 +13,14 @@
 //
 // # Rules
 //
-//   - One entry per cluster. Only the holder of the cluster's lock writes it: Begin creates
-//     the entry (it fails when one exists: that operation must be resolved first), Adopt
-//     makes the caller the writer of an entry left by a holder that is gone, Save updates
-//     it, Delete removes it once the operation's result is stored.
+//   - One entry per cluster. Only the holder of the cluster's lock writes it: Begin records
+//     a new operation (it fails when the entry is open: that operation must be resolved
+//     first), TakeOver makes the caller the writer of an entry left by a holder that is
+//     gone, Save updates it, Close ends it once the operation's result is stored.
+//   - A closed entry stays, slimmed to what the operation left on the cluster (Left, as its
+//     verification read it): the next operation of the cluster, on whichever worker, reads
+//     the cluster until it shows at least that (a broker's metadata may lag), and begins
+//     over it.
 //   - Writes are revision-checked (compare-and-set on the entry's last revision): a worker
 //     that lost its lock and did not notice yet cannot overwrite the entry once the next
 //     holder adopted it; its write fails with ErrFenced, and it must stop.
@@ -26,7 +30,7 @@
 //     a write that never happened (the worker died in between), never the reverse: whoever
 //     resumes compares the entry with a fresh read of the cluster and acts on what it finds.
 //
-// How the handlers resume, finish or roll back an entry is described in package handlers.
+// How an entry is resumed, finished or rolled back is described in package operation.
 package journal
 
 import (
@@ -34,7 +38,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,6 +63,9 @@ const (
 	StepCopying     Step = "copying"    // reassignments submitted, replicas copying
 	StepRollingBack Step = "rolling-back"
 	StepDone        Step = "done" // the cluster holds the outcome; the result is being published
+	// StepClosed: the operation is over and its result stored; the entry keeps only what it
+	// left (Entry.Left).
+	StepClosed Step = "closed"
 	// StepAwaiting: a final failure left reassignments running that the cluster cannot
 	// cancel (Kafka before 2.4); the result is published, and the entry stays, with the
 	// throttles they need, until they end and the throttles are put back.
@@ -101,7 +107,13 @@ type Entry struct {
 	Nudge *model.NudgeState `json:"nudge,omitempty"`
 	// Notes are remarks for the result (what was kept, rolled back, taken over).
 	Notes []string `json:"notes,omitempty"`
+	// Left is what the operation left on the cluster, as the last fresh read showed each
+	// partition it changed: recorded with StepDone, kept when the entry is closed.
+	Left []model.Seen `json:"left,omitempty"`
 }
+
+// Open reports whether the entry is an operation in hand (not closed).
+func (e *Entry) Open() bool { return e.Step != StepClosed }
 
 // Submitted reports whether the reassignment of tp was submitted by this operation.
 func (e *Entry) Submitted(tp model.TopicPartition) bool {
@@ -138,73 +150,35 @@ func (*fencedError) Error() string {
 // Transient: the event is worth trying again (the new holder finishes the operation).
 func (*fencedError) Transient() bool { return true }
 
-// Store is the journal bucket. It binds to the bucket (creating it when missing) on first
-// use, so that a worker starts while NATS is still unreachable.
-type Store struct {
-	js jetstream.JetStream
+// Store is the journal: entries kept, one per cluster, in a revision-checked key-value
+// store (a JetStream bucket, or memory for tests).
+type Store struct{ kv kv }
 
-	mu     sync.Mutex
-	bucket jetstream.KeyValue
-}
+// New returns the journal in the JetStream key-value bucket Bucket, bound (and created
+// when missing) on first use, so that a worker starts while NATS is still unreachable.
+func New(js jetstream.JetStream) *Store { return &Store{kv: &natsKV{js: js}} }
 
-// New returns the journal on js.
-func New(js jetstream.JetStream) *Store { return &Store{js: js} }
-
-func (s *Store) kv(ctx context.Context) (jetstream.KeyValue, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.bucket != nil {
-		return s.bucket, nil
-	}
-	kv, err := s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      Bucket,
-		Description: "kafkamender operation journal: the operation in hand on each Kafka cluster",
-		History:     16,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s: %w", Bucket, err))
-	}
-	s.bucket = kv
-	return kv, nil
-}
-
-// Get returns the cluster's entry, or nil when it has none.
+// Get returns the cluster's entry (open or closed), or nil when it has none.
 func (s *Store) Get(ctx context.Context, cluster string) (*Record, error) {
-	kv, err := s.kv(ctx)
-	if err != nil {
-		return nil, err
-	}
-	e, err := kv.Get(ctx, cluster)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	val, rev, err := s.kv.get(ctx, cluster)
+	if errors.Is(err, errNotFound) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, retry.Transient(fmt.Errorf("read journal of cluster %s: %w", cluster, err))
 	}
-	if e.Operation() != jetstream.KeyValuePut {
-		return nil, nil
-	}
-	r := &Record{Revision: e.Revision()}
-	if err := json.Unmarshal(e.Value(), &r.Entry); err != nil {
-		return nil, fmt.Errorf("decode journal of cluster %s (revision %d): %w", cluster, e.Revision(), err)
+	r := &Record{Revision: rev}
+	if err := json.Unmarshal(val, &r.Entry); err != nil {
+		return nil, fmt.Errorf("decode journal of cluster %s (revision %d): %w", cluster, rev, err)
 	}
 	return r, nil
 }
 
-// List returns every entry (for operators and tests).
+// List returns every entry, open or closed (for operators and tests).
 func (s *Store) List(ctx context.Context) ([]*Record, error) {
-	kv, err := s.kv(ctx)
-	if err != nil {
-		return nil, err
-	}
-	lister, err := kv.ListKeys(ctx)
+	keys, err := s.kv.keys(ctx)
 	if err != nil {
 		return nil, retry.Transient(fmt.Errorf("list journal: %w", err))
-	}
-	var keys []string
-	for k := range lister.Keys() {
-		keys = append(keys, k)
 	}
 	var out []*Record
 	for _, k := range keys {
@@ -219,25 +193,15 @@ func (s *Store) List(ctx context.Context) ([]*Record, error) {
 	return out, nil
 }
 
-// Forget deletes r, an entry whose operation is over (step done) and whose result is
-// stored, if it is unchanged since it was read. It needs no lock: nobody needs the entry
-// any more, and a holder that adopted it meanwhile changed its revision.
-func (s *Store) Forget(ctx context.Context, r *Record) error {
+// Close ends r, an entry whose operation is over (step done) and whose result is stored,
+// if it is unchanged since it was read. It needs no lock: nobody needs more of the entry
+// than what it left, and a holder that took it over meanwhile changed its revision.
+func (s *Store) Close(ctx context.Context, r *Record) error {
 	if r.Step != StepDone {
-		return fmt.Errorf("journal of cluster %s: forget an entry at step %s: only finished ones", r.Cluster, r.Step)
+		return fmt.Errorf("journal of cluster %s: close an entry at step %s: only finished ones", r.Cluster, r.Step)
 	}
-	kv, err := s.kv(ctx)
-	if err != nil {
-		return err
-	}
-	err = kv.Delete(ctx, r.Cluster, jetstream.LastRevision(r.Revision))
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, ErrFenced)
-	}
-	if err != nil {
-		return retry.Transient(fmt.Errorf("forget journal of cluster %s: %w", r.Cluster, err))
-	}
-	return nil
+	o := &Op{s: s, key: r.Cluster, rev: r.Revision, alive: func() error { return nil }, Entry: r.Entry}
+	return o.Close(ctx)
 }
 
 // Op is the journal entry of the operation in hand, written by the lock holder only.
@@ -250,11 +214,12 @@ type Op struct {
 	Entry Entry
 }
 
-// Begin records a new operation for e.Cluster. alive reports whether the caller still
-// holds the cluster's lock (nil) or why not; it runs before every write.
-func (s *Store) Begin(ctx context.Context, alive func() error, e Entry) (*Op, error) {
-	if err := alive(); err != nil {
-		return nil, fmt.Errorf("write journal of cluster %s: %w", e.Cluster, err)
+// Begin records a new operation for e.Cluster over prev, the cluster's entry as read under
+// the lock: nil (none) or closed. alive reports whether the caller still holds the
+// cluster's lock (nil) or why not; it runs before every write.
+func (s *Store) Begin(ctx context.Context, alive func() error, prev *Record, e Entry) (*Op, error) {
+	if prev != nil && prev.Open() {
+		return nil, fmt.Errorf("journal of cluster %s: event %s's operation is open: %w", e.Cluster, prev.Event, ErrExists)
 	}
 	o := &Op{s: s, key: e.Cluster, alive: alive, Entry: e}
 	if o.Entry.Started.IsZero() {
@@ -263,29 +228,18 @@ func (s *Store) Begin(ctx context.Context, alive func() error, e Entry) (*Op, er
 	if o.Entry.Step == "" {
 		o.Entry.Step = StepPlanned
 	}
-	raw, err := o.encode()
-	if err != nil {
-		return nil, err
+	if prev == nil {
+		return o, o.write(ctx, "write", func(raw []byte) (uint64, error) { return s.kv.create(ctx, o.key, raw) })
 	}
-	kv, err := s.kv(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rev, err := kv.Create(ctx, o.key, raw)
-	if errors.Is(err, jetstream.ErrKeyExists) {
-		return nil, fmt.Errorf("journal of cluster %s: %w", o.key, ErrExists)
-	}
-	if err != nil {
-		return nil, retry.Transient(fmt.Errorf("write journal of cluster %s: %w", o.key, err))
-	}
-	o.rev = rev
-	return o, nil
+	o.rev = prev.Revision
+	return o, o.Save(ctx)
 }
 
-// Adopt makes the caller the writer of r (an entry whose holder is gone), as worker on its
-// attempt-th try: the entry is rewritten at once, so a former holder that still runs
-// unaware of its lost lock is fenced from then on.
-func (s *Store) Adopt(ctx context.Context, alive func() error, r *Record, worker string, attempt int) (*Op, error) {
+// TakeOver makes the caller the writer of r (an entry whose holder is gone, or this
+// event's own from an earlier attempt), as worker on its attempt-th try: the entry is
+// rewritten at once, so a former holder that still runs unaware of its lost lock is fenced
+// from then on.
+func (s *Store) TakeOver(ctx context.Context, alive func() error, r *Record, worker string, attempt int) (*Op, error) {
 	o := &Op{s: s, key: r.Cluster, rev: r.Revision, alive: alive, Entry: r.Entry}
 	o.Entry.Worker, o.Entry.Attempt = worker, attempt
 	if err := o.Save(ctx); err != nil {
@@ -296,58 +250,47 @@ func (s *Store) Adopt(ctx context.Context, alive func() error, r *Record, worker
 
 // Save writes the entry, only if nobody else wrote it since this Op last did.
 func (o *Op) Save(ctx context.Context) error {
+	return o.write(ctx, "write", func(raw []byte) (uint64, error) { return o.s.kv.update(ctx, o.key, raw, o.rev) })
+}
+
+// Close ends the operation, its result stored: the entry keeps only what the operation
+// left on the cluster (Left), for the next operation to read the cluster at least as new.
+func (o *Op) Close(ctx context.Context) error {
+	e := o.Entry
+	o.Entry = Entry{Event: e.Event, Type: e.Type, Cluster: e.Cluster, Worker: e.Worker, Attempt: e.Attempt,
+		Started: e.Started, Strategy: e.Strategy, Step: StepClosed, Left: e.Left}
+	if err := o.Save(ctx); err != nil {
+		o.Entry = e
+		return err
+	}
+	return nil
+}
+
+// write encodes the entry and stores it with put, checking the lock first.
+func (o *Op) write(ctx context.Context, verb string, put func(raw []byte) (uint64, error)) error {
 	if err := o.alive(); err != nil {
-		return fmt.Errorf("write journal of cluster %s: %w", o.key, err)
+		return fmt.Errorf("%s journal of cluster %s: %w", verb, o.key, err)
 	}
-	raw, err := o.encode()
+	o.Entry.Updated = time.Now().UTC()
+	raw, err := json.Marshal(o.Entry)
 	if err != nil {
-		return err
+		return fmt.Errorf("encode journal of cluster %s: %w", o.key, err)
 	}
-	kv, err := o.s.kv(ctx)
-	if err != nil {
-		return err
-	}
-	rev, err := kv.Update(ctx, o.key, raw, o.rev)
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("write journal of cluster %s: %w", o.key, ErrFenced)
-	}
-	if err != nil {
-		return retry.Transient(fmt.Errorf("write journal of cluster %s: %w", o.key, err))
+	rev, err := put(raw)
+	switch {
+	case errors.Is(err, errExists):
+		return fmt.Errorf("journal of cluster %s: %w", o.key, ErrExists)
+	case errors.Is(err, errRevision), errors.Is(err, errNotFound):
+		return fmt.Errorf("%s journal of cluster %s: %w", verb, o.key, ErrFenced)
+	case err != nil:
+		return retry.Transient(fmt.Errorf("%s journal of cluster %s: %w", verb, o.key, err))
 	}
 	o.rev = rev
 	return nil
 }
 
-// Delete removes the entry, only if nobody else wrote it since this Op last did.
-func (o *Op) Delete(ctx context.Context) error {
-	if err := o.alive(); err != nil {
-		return fmt.Errorf("delete journal of cluster %s: %w", o.key, err)
-	}
-	kv, err := o.s.kv(ctx)
-	if err != nil {
-		return err
-	}
-	err = kv.Delete(ctx, o.key, jetstream.LastRevision(o.rev))
-	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
-		return fmt.Errorf("delete journal of cluster %s: %w", o.key, ErrFenced)
-	}
-	if err != nil {
-		return retry.Transient(fmt.Errorf("delete journal of cluster %s: %w", o.key, err))
-	}
-	return nil
-}
-
 // Revision is the revision this Op last wrote.
 func (o *Op) Revision() uint64 { return o.rev }
-
-func (o *Op) encode() ([]byte, error) {
-	o.Entry.Updated = time.Now().UTC()
-	raw, err := json.Marshal(o.Entry)
-	if err != nil {
-		return nil, fmt.Errorf("encode journal of cluster %s: %w", o.key, err)
-	}
-	return raw, nil
-}
 
 // Note adds a remark for the result, once.
 func (o *Op) Note(s string) {

@@ -128,3 +128,27 @@ type NudgeZnode struct {
 	After   string `json:"after"`
 	Version int32  `json:"version"` // the znode's version after our write; 0: not written yet
 }
+
+// Seen is a partition as a fresh read showed it: the operation journal keeps what each
+// operation left (its verification read), so that the next operation of the cluster,
+// whichever worker runs it, plans from a read at least as new (brokers' metadata lag the
+// controller by up to seconds after a change).
+type Seen struct {
+	TopicPartition
+	Replicas    []int32 `json:"replicas"`
+	Leader      int32   `json:"leader"`
+	LeaderEpoch int32   `json:"leader_epoch"`
+}
+
+// SeenOf is p as Seen.
+func SeenOf(p Partition) Seen {
+	return Seen{TopicPartition: p.TopicPartition, Replicas: slices.Clone(p.Replicas), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch}
+}
+
+// Older reports whether p is older than what s saw: a lower leader epoch, or the same
+// epoch with other replicas (a reorder that no election followed does not bump the leader
+// epoch on a KRaft cluster). A partition changed since by someone else shows a higher
+// epoch, or the same replicas.
+func (s Seen) Older(p Partition) bool {
+	return p.LeaderEpoch < s.LeaderEpoch || p.LeaderEpoch == s.LeaderEpoch && !slices.Equal(p.Replicas, s.Replicas)
+}

@@ -208,7 +208,7 @@ type Leftovers struct {
 	LockRoot string
 }
 
-// CheckNoLeftovers checks that nothing of ours is left: no journal entry, no reassignment
+// CheckNoLeftovers checks that nothing of ours is left: no open journal entry, no reassignment
 // of the topics, no throttle of ours on a broker or on the topics, and no lock claim. Each
 // leftover found fails the test and counts in the tally.
 func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Client, l Leftovers) {
@@ -222,7 +222,7 @@ func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Cli
 	store := journal.New(js)
 	rd := e.Reader(t, l.Cluster, cl)
 	if err := poll(t, 30*time.Second, func() error {
-		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil {
+		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil && rec.Open() {
 			return fmt.Errorf("journal entry left: %+v (%v)", rec, err)
 		}
 		ongoing, err := rd.Reassignments(t.Context(), l.Topics)

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
@@ -78,7 +79,7 @@ func createTopic(ctx context.Context, cl *kgo.Client, topic string, assignment [
 
 // placed reports whether partitions ps are as assignment says, led by the first replica,
 // with every replica in sync.
-func placed(ps []kafka.Partition, assignment [][]int32) bool {
+func placed(ps []model.Partition, assignment [][]int32) bool {
 	if len(ps) != len(assignment) {
 		return false
 	}
@@ -133,7 +134,7 @@ func deleteTopics(ctx context.Context, adm *kadm.Client, names ...string) ([]str
 }
 
 // partitions reads topic's partitions, in partition order.
-func partitions(ctx context.Context, cl *kgo.Client, topic string) ([]kafka.Partition, error) {
+func partitions(ctx context.Context, cl *kgo.Client, topic string) ([]model.Partition, error) {
 	snap, err := kafka.ReadSnapshot(ctx, cl, topic)
 	if err != nil {
 		return nil, err
