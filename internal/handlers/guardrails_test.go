@@ -466,7 +466,7 @@ func TestBeginAppliesThePlanGuardrails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec == nil {
+		if rec == nil || !rec.Open() {
 			return ""
 		}
 		return rec.Event
