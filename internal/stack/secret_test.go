@@ -37,3 +37,28 @@ func fixedSecrets() []string {
 	}
 	return out
 }
+
+// Worktrees of one clone share one stack through symbolic links to its state and cache
+// folders: the stack names them by their real paths, so that it recognises its servers
+// whichever checkout started them.
+func TestStateDirThroughASymlink(t *testing.T) {
+	real := t.TempDir()
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "deployments", "local", "maven"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(root, ".state")); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Options{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := filepath.EvalSymlinks(real)
+	if s.StateDir() != filepath.Join(want, "stack") {
+		t.Fatalf("state dir %s, want %s", s.StateDir(), filepath.Join(want, "stack"))
+	}
+	if got := realPath("/nonexistent/a/b"); got != "/nonexistent/a/b" {
+		t.Fatalf("realPath of a missing path: %s", got)
+	}
+}

@@ -54,6 +54,11 @@ func New(opts Options) (*Stack, error) {
 	if s.cacheDir == "" {
 		s.cacheDir = filepath.Join(opts.Root, ".cache")
 	}
+	// A state or cache folder reached through a symbolic link (worktrees of one clone
+	// sharing one stack) is named by its real path: the stack finds its servers by the
+	// configuration paths on their command lines, which must be spelled the same whichever
+	// checkout started them.
+	s.stateDir, s.cacheDir = realPath(s.stateDir), realPath(s.cacheDir)
 	if s.readyTimeout == 0 {
 		s.readyTimeout = 3 * time.Minute
 	}
@@ -65,6 +70,21 @@ func New(opts Options) (*Stack, error) {
 		s.java = filepath.Join(home, "bin", "java")
 	}
 	return s, nil
+}
+
+// realPath is path with its symbolic links resolved, as far as they exist: the longest
+// existing prefix is resolved, the rest kept as written.
+func realPath(path string) string {
+	rest := ""
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if p == filepath.Dir(p) {
+			return path
+		}
+		rest = filepath.Join(filepath.Base(p), rest)
+	}
 }
 
 // FindRoot walks up from dir to the folder holding kafkamender's go.mod.
