@@ -11,10 +11,10 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -33,7 +33,7 @@ func killAt(t *testing.T, r *rig, step, typ string, data map[string]any) (first,
 		t.Fatalf("received %s, stored %s", first.Status, stored.Status)
 	}
 	wantWorker, wantAttempt := "b", 2
-	if step == handlers.StepResultPublished {
+	if step == operation.StepResultPublished {
 		wantWorker, wantAttempt = "a", 1 // a stored it before it was killed; b replays it
 	}
 	if stored.Worker != wantWorker || stored.Attempt < wantAttempt {
@@ -46,7 +46,7 @@ func killAt(t *testing.T, r *rig, step, typ string, data map[string]any) (first,
 // both partitions as asked and the result listing both changes.
 func TestKillPreferredLeaderAtEachStep(t *testing.T) {
 	env := testenv.Get(t)
-	for _, step := range []string{handlers.StepJournalWritten, handlers.StepReordered, handlers.StepBeforeResult, handlers.StepResultPublished} {
+	for _, step := range []string{operation.StepJournalWritten, operation.StepReordered, operation.StepBeforeResult, operation.StepResultPublished} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, env, "local")
@@ -68,7 +68,7 @@ func TestKillPreferredLeaderAtEachStep(t *testing.T) {
 // kill -9 at each step of a broker-overloaded shed.
 func TestKillBrokerOverloadedAtEachStep(t *testing.T) {
 	env := testenv.Get(t)
-	for _, step := range []string{handlers.StepJournalWritten, handlers.StepReordered, handlers.StepBeforeResult} {
+	for _, step := range []string{operation.StepJournalWritten, operation.StepReordered, operation.StepBeforeResult} {
 		t.Run(step, func(t *testing.T) {
 			t.Parallel()
 			r := newRig(t, env, "local")
@@ -95,7 +95,7 @@ func TestKillBrokerOverloadedAtEachStep(t *testing.T) {
 func TestKillReplicationFactorAtEachStep(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
-	for _, step := range []string{handlers.StepJournalWritten, handlers.StepThrottled, handlers.StepBeforeResult} {
+	for _, step := range []string{operation.StepJournalWritten, operation.StepThrottled, operation.StepBeforeResult} {
 		t.Run(step, func(t *testing.T) {
 			r := newRig(t, env, "kraft")
 			theirs := map[string]string{kafka.LeaderThrottledReplicas: "0:9"}
@@ -140,10 +140,10 @@ func TestKillDuringTheCopy(t *testing.T) {
 	r := newRig(t, env, "local")
 	topic := r.topic("rf", [][]int32{{1, 2}}, crawlBytes, nil)
 	before := r.partitions(topic)
-	a := r.start("a", handlers.StepCopying)
+	a := r.start("a", operation.StepCopying)
 	id, ch := r.publish(events.TypeReplicaChangeRequested, map[string]any{"topic": topic, "replication_factor": 3,
 		"throttle_bytes_per_sec": crawlRate, "timeout": "25s"})
-	a.waitPaused(handlers.StepCopying, 90*time.Second)
+	a.waitPaused(operation.StepCopying, 90*time.Second)
 	a.kill()
 	b := r.start("b")
 	b.waitFor("adopting reassignments of an earlier attempt", 90*time.Second)
@@ -166,9 +166,9 @@ func TestSIGTERMKeepsTheCopyRunning(t *testing.T) {
 	r := newRig(t, env, "local")
 	topic := r.topic("rf", [][]int32{{1, 2}}, 2_000_000, nil)
 	before := r.partitions(topic)
-	a := r.start("a", handlers.StepCopying)
+	a := r.start("a", operation.StepCopying)
 	id, ch := r.publish(events.TypeReplicaChangeRequested, map[string]any{"topic": topic, "replication_factor": 3, "throttle_bytes_per_sec": throttleRate})
-	a.waitPaused(handlers.StepCopying, 90*time.Second)
+	a.waitPaused(operation.StepCopying, 90*time.Second)
 	a.term(30 * time.Second)
 	// Nothing undone: the journal still holds the operation, our throttles are set, and the
 	// partition is being copied or has been (never put back).
@@ -233,11 +233,11 @@ func TestCrashLoopEndsInADeadLetter(t *testing.T) {
 	defer sub.Unsubscribe()
 	id, ch := r.publish(events.TypeReplicaChangeRequested, map[string]any{"topic": topic, "preferred_leader": 2})
 	for i := range 2 {
-		w := r.start("crash"+string(rune('1'+i)), handlers.StepReordered)
-		w.waitPaused(handlers.StepReordered, 90*time.Second)
+		w := r.start("crash"+string(rune('1'+i)), operation.StepReordered)
+		w.waitPaused(operation.StepReordered, 90*time.Second)
 		w.kill()
 	}
-	r.start("last", handlers.StepReordered)
+	r.start("last", operation.StepReordered)
 	res := r.result(ch, 3*time.Minute)
 	stored := r.oneStored(id)
 	if stored.Status != events.StatusFailed || !strings.Contains(stored.Error, "delivered 3 times") || res.Status != stored.Status {
@@ -264,7 +264,7 @@ func TestKillLogDirMoveAtEachStep(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
 	dirs := env.TwoLogDirs(t, "kraft", 1)
-	for _, step := range []string{handlers.StepJournalWritten, handlers.StepThrottled, handlers.StepCopying, handlers.StepBeforeResult} {
+	for _, step := range []string{operation.StepJournalWritten, operation.StepThrottled, operation.StepCopying, operation.StepBeforeResult} {
 		t.Run(step, func(t *testing.T) {
 			r := newRig(t, env, "kraft")
 			topic := r.topic("ld", [][]int32{{1, 2}}, 2_000_000, nil)

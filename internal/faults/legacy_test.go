@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -44,9 +44,9 @@ func TestKillDuringTheLegacyCopy(t *testing.T) {
 	r := newRig(t, env, "legacy")
 	topic := r.topic("rf", [][]int32{{1, 2}}, 6_000_000, nil)
 	before := r.partitions(topic)
-	a := r.start("a", handlers.StepCopying)
+	a := r.start("a", operation.StepCopying)
 	id, ch := r.publish(events.TypeReplicaChangeRequested, map[string]any{"topic": topic, "replication_factor": 3, "throttle_bytes_per_sec": throttleRate})
-	a.waitPaused(handlers.StepCopying, 90*time.Second)
+	a.waitPaused(operation.StepCopying, 90*time.Second)
 	a.kill()
 	legacyCopying(t, r, topic)
 	b := r.start("b")
@@ -72,14 +72,14 @@ func TestKillWhileAwaitingTheLegacyCopy(t *testing.T) {
 	r := newRig(t, env, "legacy")
 	topic := r.topic("rf", [][]int32{{1, 2}}, 6_000_000, nil)
 	before := r.partitions(topic)
-	a := r.start("a", handlers.StepAwaitingReassignments)
+	a := r.start("a", operation.StepAwaitingReassignments)
 	id, ch := r.publish(events.TypeReplicaChangeRequested, map[string]any{"topic": topic, "replication_factor": 3,
 		"throttle_bytes_per_sec": throttleRate, "timeout": "3s"})
 	res := r.result(ch, 2*time.Minute)
 	if res.Status != events.StatusFailed || res.Worker != "a" || !strings.Contains(res.Error, "which Kafka before 2.4 cannot cancel ("+topic+"-0)") {
 		t.Fatalf("result %s by %s (%s): want failed by a, the copy not cancelled", res.Status, res.Worker, res.Error)
 	}
-	a.waitPaused(handlers.StepAwaitingReassignments, 30*time.Second)
+	a.waitPaused(operation.StepAwaitingReassignments, 30*time.Second)
 	a.kill()
 	rec, err := journal.New(r.js).Get(t.Context(), r.alias)
 	if err != nil || rec == nil || rec.Event != id || rec.Step != journal.StepAwaiting || len(rec.Throttles) == 0 {

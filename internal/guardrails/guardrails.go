@@ -40,6 +40,10 @@ type Violation struct {
 
 func (v *Violation) Error() string { return v.Rule + ": " + v.Reason }
 
+// Rejection marks the violation as a rejection of the event: nothing was changed (see
+// operation.IsRejection).
+func (v *Violation) Rejection() bool { return true }
+
 // Limits are the guardrails as configured. Zero values mean no limit.
 type Limits struct {
 	// ProtectedTopics are RE2 regular expressions: a topic that one of them matches (any

@@ -15,9 +15,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -102,7 +102,7 @@ func TestZKSessionExpiryMidCopy(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "local")
-	copying := onStep(t, handlers.StepCopying)
+	copying := onStep(t, operation.StepCopying)
 	f.hook = copying.hook
 	proxy := testenv.NewZKProxy(t)
 	a := f.startWith("worker-a", workerOpts{zk: proxy.Addr(), lockWait: 2 * time.Second})
@@ -155,7 +155,7 @@ func TestForeignThrottleChangeIsKept(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "kraft")
-	copying := onStep(t, handlers.StepCopying)
+	copying := onStep(t, operation.StepCopying)
 	f.hook = copying.hook
 	f.start("worker-1")
 	adm := env.Admin(t, "kraft")
@@ -205,7 +205,7 @@ func TestPanicGivesOneFailedResultAndADeadLetter(t *testing.T) {
 	f := newFleet(t, env, "local")
 	var once sync.Once
 	f.hook = func(step string) {
-		if step == handlers.StepJournalWritten {
+		if step == operation.StepJournalWritten {
 			once.Do(func() {
 				testenv.CountFault()
 				panic("boom: a poison message")
@@ -259,7 +259,7 @@ func TestPanicGivesOneFailedResultAndADeadLetter(t *testing.T) {
 func TestControllerKilledDuringPreferredLeader(t *testing.T) {
 	env := testenv.GetExclusive(t)
 	f := newFleet(t, env, "local")
-	reordered := onStep(t, handlers.StepReordered)
+	reordered := onStep(t, operation.StepReordered)
 	f.hook = reordered.hook
 	f.start("worker-1")
 	cl := env.Kafka(t, "local")
@@ -297,7 +297,7 @@ func TestControllerKilledDuringPreferredLeader(t *testing.T) {
 func TestBrokerStoppedDuringReplicationFactorIncrease(t *testing.T) {
 	env := testenv.GetExclusive(t)
 	f := newFleet(t, env, "local")
-	copying := onStep(t, handlers.StepCopying)
+	copying := onStep(t, operation.StepCopying)
 	f.hook = copying.hook
 	f.start("worker-1")
 	cl := env.Kafka(t, "local")

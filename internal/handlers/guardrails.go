@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
@@ -81,27 +80,17 @@ func (h *Handlers) refuses(ev *events.Event) error {
 	return h.guard.Topics(namedTopics(ev.Payload)...)
 }
 
-// admit runs refuses before anything else of the event (the cool-down, the lock, a dry
-// run's plan). An event whose operation is in the journal already (a retry, a redelivery
-// after a crash) began under the rules in force then, and some of it may be written: it
-// is let through, to be finished or rolled back as it began, never refused half-done.
-func (h *Handlers) admit(ctx context.Context, ev *events.Event, log *zap.Logger) error {
-	err := h.refuses(ev)
-	if err == nil || ev.DryRun() {
-		return err
-	}
-	if _, known := h.cfg.Clusters[ev.Cluster]; !known {
-		return err
-	}
-	rec, jerr := h.openEntry(ctx, ev.Cluster)
-	if jerr != nil {
-		return jerr
-	}
-	if rec != nil && rec.Event == ev.ID {
-		log.Warn("the event's operation is in the journal already: finishing it as it began, although a guardrail now refuses the event", zap.NamedError("guardrail", err))
-		return nil
-	}
-	return err
+// Refuses implements operation.Guard: the source allow-list, then the protected topics
+// the event names.
+func (h *Handlers) Refuses(ev *events.Event) error { return h.refuses(ev) }
+
+// Partitions implements operation.Guard: guardrails.max_partitions_per_event.
+func (h *Handlers) Partitions(n int) error { return h.guard.Partitions(n) }
+
+// Count implements operation.Guard: guardrails.max_operations_per_hour, counted across the
+// fleet (GuardrailsBucket).
+func (h *Handlers) Count(ctx context.Context, alive func() error, ev *events.Event) error {
+	return h.ops.count(ctx, alive, ev.Cluster, ev.ID)
 }
 
 // protected is the planners' matcher of protected topics; nil when none is configured.

@@ -13,13 +13,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
+	"github.com/kafkamender/kafkamender/internal/operation/operationtest"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
@@ -115,7 +115,7 @@ func TestOpLogHourlyWindow(t *testing.T) {
 			t.Fatalf("step %d (%s at %d): %v", i, s.event, s.at, err)
 		case s.err != "":
 			v, ok := errors.AsType[*guardrails.Violation](err)
-			if !ok || v.Rule != guardrails.RuleMaxOperations || !strings.Contains(err.Error(), s.err) || !isRejection(err) {
+			if !ok || v.Rule != guardrails.RuleMaxOperations || !strings.Contains(err.Error(), s.err) || !operation.IsRejection(err) {
 				t.Fatalf("step %d (%s at %d): err = %v, want a rejection containing %q", i, s.event, s.at, err, s.err)
 			}
 		}
@@ -276,7 +276,7 @@ func TestOpLogUndecodableRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = o.count(t.Context(), alive, "local", "a")
-	if err == nil || !retry.IsTransient(err) || isRejection(err) {
+	if err == nil || !retry.IsTransient(err) || operation.IsRejection(err) {
 		t.Errorf("err = %v, want a transient failure", err)
 	}
 }
@@ -303,7 +303,7 @@ func TestOpLogFleetWide(t *testing.T) {
 		refused bool
 	}{{w1, "a", false}, {w2, "b", false}, {w1, "c", true}, {w2, "c", true}, {w2, "a", false}} {
 		err := step.w.count(t.Context(), alive, "local", step.event)
-		if refused := isRejection(err); refused != step.refused || err != nil && !refused {
+		if refused := operation.IsRejection(err); refused != step.refused || err != nil && !refused {
 			t.Errorf("step %d (%s): err = %v, want refused %v", i, step.event, err, step.refused)
 		}
 	}
@@ -314,7 +314,7 @@ func TestOpLogFleetWide(t *testing.T) {
 func guarded(t *testing.T, g GuardrailOptions) (*Handlers, jetstream.JetStream) {
 	t.Helper()
 	js := natsJS(t)
-	h, err := New(Config{Clusters: map[string]*Cluster{"local": {Name: "local"}}, Journal: journal.New(js), JS: js, Guardrails: g})
+	h, err := New(Config{Clusters: map[string]*Cluster{"local": {Name: "local"}}, JS: js, Guardrails: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,11 +353,17 @@ func decoded(t *testing.T, typ, source string, data map[string]any) *events.Even
 	return ev
 }
 
-// Events outside a guardrail that needs no plan are rejected before anything else (the
-// cool-down, the lock, Kafka: these handlers have no Kafka client), with the rule; dry runs
-// too.
+// Events outside a guardrail that needs no plan are rejected by the engine before anything
+// else (the cool-down, the lock, Kafka: these handlers have no Kafka client and no lock),
+// with the rule; dry runs too.
 func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 	h, js := guarded(t, testGuardrails)
+	store, _ := journal.NewMemory()
+	results := operationtest.NewResults()
+	eng, err := h.Engine(operation.Config{Journal: store, Results: results})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Broker 3 was shed within the cool-down: an allowed source would get a noop.
 	kv, err := h.cool.bucket(t.Context())
 	if err != nil {
@@ -394,7 +400,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := decoded(t, tc.typ, tc.source, tc.data)
-			res, err := h.Handle(t.Context(), pipeline.NewTestJob(ev, nil))
+			res, err := eng.Handle(t.Context(), pipeline.NewTestJob(ev, results))
 			if err != nil {
 				t.Fatalf("Handle: %v (a rejection is a result, never retried)", err)
 			}
@@ -408,180 +414,6 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 	}
 	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("a rejected event touched the hourly record: %v", err)
-	}
-}
-
-// An event whose operation is in the journal already is finished as it began, even when a
-// guardrail refuses it now (say, the configuration changed in a rolling deploy): refusing it
-// would leave the operation half-done. Any other event is refused.
-func TestAdmitFinishesAJournaledOperation(t *testing.T) {
-	h, _ := guarded(t, testGuardrails)
-	ev := decoded(t, events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "protected-a", "preferred_leader": 1})
-	other := decoded(t, events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "protected-a", "preferred_leader": 1})
-	if err := h.admit(t.Context(), ev, zap.NewNop()); !isRejection(err) {
-		t.Fatalf("admit before the journal: %v, want a rejection", err)
-	}
-	if _, err := h.cfg.Journal.Begin(t.Context(), alive, nil, journal.Entry{Event: ev.ID, Type: ev.Type, Cluster: "local"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.admit(t.Context(), ev, zap.NewNop()); err != nil {
-		t.Errorf("admit of the journaled event: %v, want it let through", err)
-	}
-	if err := h.admit(t.Context(), other, zap.NewNop()); !isRejection(err) {
-		t.Errorf("admit of another event: %v, want a rejection", err)
-	}
-}
-
-// heldLease is a lock that is held (or not, once lost is set).
-type heldLease struct{ lost error }
-
-func (l *heldLease) Cluster() string                   { return "local" }
-func (l *heldLease) Info() locks.Holder                { return locks.Holder{} }
-func (l *heldLease) Context() context.Context          { return context.Background() }
-func (l *heldLease) Err() error                        { return l.lost }
-func (l *heldLease) Release(ctx context.Context) error { return nil }
-
-func changes(n int) []plan.Change {
-	var out []plan.Change
-	for i := range n {
-		out = append(out, plan.Change{TopicPartition: model.TopicPartition{Topic: "orders", Partition: int32(i)},
-			ReplicasBefore: []int32{1, 2}, ReplicasAfter: []int32{2, 1}, LeaderBefore: 1, LeaderAfter: 2})
-	}
-	return out
-}
-
-// exec.begin is where the guardrails of a plan apply, before anything is written: a plan
-// over the partition cap is refused whole, and the operation counts toward the hourly cap
-// (once per event) before its journal entry is written.
-func TestBeginAppliesThePlanGuardrails(t *testing.T) {
-	h, js := guarded(t, testGuardrails) // at most 2 partitions, 1 operation per hour
-	begin := func(ev *events.Event, n int) (*exec, error) {
-		res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster,
-			Skipped: []plan.Skip{{TopicPartition: model.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x", Code: plan.SkipNotInSync}}}
-		x := &exec{h: h, l: &lease{held: &heldLease{}}, job: pipeline.NewTestJob(ev, nil), res: res, log: zap.NewNop()}
-		return x, x.begin(t.Context(), journal.Entry{Changes: changes(n)})
-	}
-	journaled := func() string {
-		rec, err := h.cfg.Journal.Get(t.Context(), "local")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rec == nil || !rec.Open() {
-			return ""
-		}
-		return rec.Event
-	}
-	forget := func() {
-		rec, err := h.cfg.Journal.Get(t.Context(), "local")
-		if err != nil || rec == nil {
-			t.Fatalf("journal: %v %v", rec, err)
-		}
-		op, err := h.cfg.Journal.TakeOver(t.Context(), alive, rec, "test", 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := op.Close(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ev := func() *events.Event {
-		return decoded(t, events.TypeReplicaChangeRequested, "ops-pipeline", map[string]any{"topic": "orders", "preferred_leader": 2})
-	}
-
-	// Over the partition cap: refused whole, nothing journaled or counted, nothing listed.
-	big := ev()
-	x, err := begin(big, 3)
-	if v, ok := errors.AsType[*guardrails.Violation](err); !ok || err.Error() != "guardrails.max_partitions_per_event: the plan changes 3 partitions, over the cap of 2" {
-		t.Fatalf("begin of 3 partitions: %v (%v), want the partition cap's violation", err, v)
-	}
-	if x.op != nil || journaled() != "" || len(x.res.Skipped) != 0 {
-		t.Errorf("after the refusal: op %v, journal %q, skipped %v", x.op, journaled(), x.res.Skipped)
-	}
-	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
-		t.Errorf("a refused plan was counted: %v", err)
-	}
-
-	// At the cap: begins, counted, journaled.
-	first := ev()
-	if x, err := begin(first, 2); err != nil || x.op == nil || journaled() != first.ID {
-		t.Fatalf("begin at the partition cap: %v (journal %q)", err, journaled())
-	}
-	if got, _ := record(t, js, "local"); len(got) != 1 || !strings.HasPrefix(got[0], first.ID+"@") {
-		t.Errorf("record %v, want the first event", got)
-	}
-	forget()
-
-	// The hourly cap is reached: the next operation is refused before its journal entry.
-	second := ev()
-	x, err = begin(second, 1)
-	if v, ok := errors.AsType[*guardrails.Violation](err); !ok || v.Rule != guardrails.RuleMaxOperations ||
-		!strings.Contains(err.Error(), "cluster local ran 1 operations in the last hour (the cap is 1); the oldest counts until ") {
-		t.Fatalf("begin over the hourly cap: %v", err)
-	}
-	if x.op != nil || journaled() != "" || len(x.res.Skipped) != 0 {
-		t.Errorf("after the refusal: op %v, journal %q, skipped %v", x.op, journaled(), x.res.Skipped)
-	}
-
-	// The first event again (counted, then interrupted before or after its journal entry):
-	// not counted again, not refused.
-	if _, err := begin(first, 2); err != nil || journaled() != first.ID {
-		t.Fatalf("begin of the counted event again: %v", err)
-	}
-	if got, _ := record(t, js, "local"); len(got) != 1 {
-		t.Errorf("record %v, want the first event once", got)
-	}
-	forget()
-
-	// A lost lock writes nothing, the record included (on a fresh hour).
-	h2, js2 := guarded(t, testGuardrails)
-	x = &exec{h: h2, l: &lease{held: &heldLease{lost: locks.ErrLost}}, job: pipeline.NewTestJob(ev(), nil), res: &events.Result{}, log: zap.NewNop()}
-	if err := x.begin(t.Context(), journal.Entry{Changes: changes(1)}); !errors.Is(err, locks.ErrLost) || isRejection(err) {
-		t.Errorf("begin without the lock: %v, want the lost lock, no rejection", err)
-	}
-	if got, rev := record(t, js2, "local"); rev != 0 {
-		t.Errorf("record %v written without the lock", got)
-	}
-}
-
-// fakeTask plans p and does nothing else.
-type fakeTask struct{ p plan.Plan }
-
-func (f fakeTask) plan(context.Context) (*model.Snapshot, plan.Plan, error) {
-	return &model.Snapshot{}, f.p, nil
-}
-func (fakeTask) start(context.Context, *exec) error  { return errors.New("not a dry run") }
-func (fakeTask) resume(context.Context, *exec) error { return errors.New("not a dry run") }
-func (fakeTask) rollback(context.Context, *exec) (string, error) {
-	return "", errors.New("not a dry run")
-}
-
-// A dry run applies the partition cap as the real run would, and never the hourly cap:
-// it neither counts nor is refused by it.
-func TestDryRunGuardrails(t *testing.T) {
-	h, js := guarded(t, testGuardrails)
-	o := &opLog{js: js, limit: 1, now: time.Now}
-	if err := o.count(t.Context(), alive, "local", "filled"); err != nil { // the hour is full
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		n      int
-		status events.Status
-		err    string
-	}{
-		{2, events.StatusPlanned, ""},
-		{3, events.StatusRejected, "guardrails.max_partitions_per_event: the plan changes 3 partitions, over the cap of 2"},
-	} {
-		res, err := h.dryRun(t.Context(), &events.Result{}, fakeTask{plan.Plan{Changes: changes(tc.n),
-			Skipped: []plan.Skip{{TopicPartition: model.TopicPartition{Topic: "orders", Partition: 9}, Reason: "x"}}}})
-		if err != nil || res.Status != tc.status || res.Error != tc.err {
-			t.Errorf("dry run of %d partitions: %s %q (%v), want %s %q", tc.n, res.Status, res.Error, err, tc.status, tc.err)
-		}
-		if tc.status == events.StatusRejected && len(res.Changes)+len(res.Skipped) > 0 {
-			t.Errorf("a rejected dry run lists partitions: %+v", res)
-		}
-	}
-	if got, _ := record(t, js, "local"); len(got) != 1 || !strings.HasPrefix(got[0], "filled@") {
-		t.Errorf("record %v: a dry run counted", got)
 	}
 }
 
@@ -621,7 +453,7 @@ func TestAbsorberLeavesRefusedEventsToRun(t *testing.T) {
 func TestNewGuardrails(t *testing.T) {
 	js := natsJS(t)
 	g := GuardrailOptions{ProtectedTopics: []string{"^p-"}, AllowedSources: map[string][]string{events.TypeBrokerOverloaded: {"alertmanager"}}}
-	h, err := New(Config{Journal: journal.New(js), JS: js, Guardrails: g})
+	h, err := New(Config{JS: js, Guardrails: g})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -633,7 +465,7 @@ func TestNewGuardrails(t *testing.T) {
 	if h.cfg.Guardrails.ProtectedTopics[0] != "^p-" || h.cfg.Guardrails.AllowedSources[events.TypeBrokerOverloaded][0] != "alertmanager" {
 		t.Error("the handlers' configuration shares the caller's lists")
 	}
-	_, err = New(Config{Journal: journal.New(js), JS: js, Guardrails: GuardrailOptions{ProtectedTopics: []string{"a("}}})
+	_, err = New(Config{JS: js, Guardrails: GuardrailOptions{ProtectedTopics: []string{"a("}}})
 	if err == nil || !strings.Contains(err.Error(), `guardrails.protected_topics[0]: "a(": error parsing regexp`) {
 		t.Errorf("New with a bad pattern: %v", err)
 	}
@@ -703,13 +535,12 @@ func TestCoolDownHoldsBackWhatTheShedCovers(t *testing.T) {
 				t.Fatal(err)
 			}
 			next := decoded(t, events.TypeBrokerOverloaded, "alertmanager", tc.next)
-			res := &events.Result{}
-			noop, err := h.coolingDown(t.Context(), &pipeline.Job{Event: next}, next.Payload.(*events.BrokerOverloaded), res)
+			res, err := h.Answer(t.Context(), pipeline.NewTestJob(next, nil))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if noop != tc.heldBack || (noop && (res.Status != events.StatusNoop || res.PreviousEvent != done.ID)) {
-				t.Errorf("coolingDown: %v (%s, previous %q), want held back %v", noop, res.Status, res.PreviousEvent, tc.heldBack)
+			if noop := res != nil; noop != tc.heldBack || (noop && (res.Status != events.StatusNoop || res.PreviousEvent != done.ID)) {
+				t.Errorf("Answer: %+v, want held back %v", res, tc.heldBack)
 			}
 			answer, err := h.Absorber(t.Context(), done, &events.Result{Status: events.StatusSucceeded})
 			if err != nil || answer == nil {

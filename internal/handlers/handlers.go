@@ -1,51 +1,35 @@
-// Package handlers carries out kafkamender's operations, one event at a time per cluster.
-// Every operation reads as the same steps:
+// Package handlers holds kafkamender's operations, one task per event type, that the
+// operation engine (package operation) carries out under each cluster's lock. A task reads
+// as its steps:
 //
-//	guardrails (source, named topics) → lock(cluster) → journal (resolve what a gone holder
-//	left) → read → plan → guard → guardrails (partitions, operations per hour) → journal →
-//	apply → verify → result (published under the lock) → journal deleted
+//	plan (read the cluster, plan; nothing written) → apply (from wherever the cluster
+//	stands) → verify (a fresh read) → or rollback (a final failure)
 //
 // The files are named after what they handle: preferred.go (make a broker the preferred
 // leader), overloaded.go (shed a broker's leadership), rf.go (replication factor),
-// logdir.go (move replicas between a broker's log directories), with
-// reorder.go the reorder-and-elect steps the first two share, lease.go the lock, the
-// journal and the rules below, and guardrails.go the limits every event must stay within.
+// logdir.go (move replicas between a broker's log directories). reorder.go is the
+// reorder-and-elect steps the first two share, throttles.go the throttle life cycle the
+// copies share (set from the journal, compare-and-restore), verify.go the verification
+// every task shares (fresh reads, what changed, what the operation left), and
+// guardrails.go the limits every event must stay within. handlers.go builds the tasks and
+// is the engine's lock and guard.
 //
-// # Crash safety: the journal and takeover
+// # What tasks rely on
 //
-// Before its first write to a cluster, an operation records itself in the operation journal
-// (package journal): the event, its plan with every partition's state before the first
-// attempt, the reassignments it starts, the throttle keys it sets with the values they held,
-// the zk-nudge progress, and the step reached. Each record is written before the cluster
-// write it describes; the entry is deleted only after the event's result is stored. The
-// result is published while the lock is still held.
+// The engine journals a plan before a task's first cluster write, and hands a task that
+// is resumed (after a crash, a lost lock, by another worker) the journaled plan: a task
+// never trusts the step reached. It compares the plan with a fresh read of the cluster: a
+// partition already as planned is done, one still as before is done now, one found in a
+// third state was changed by someone else since and is skipped with that reason.
+// Reassignments the entry lists are ours and are waited for, not treated as foreign;
+// throttles are not re-read (what they hold now is ours): the values to restore come from
+// the entry. A task built from an entry whose event no longer decodes verifies or rolls
+// back from the entry alone.
 //
-// Whoever takes a cluster's lock next reads the journal first:
-//
-//   - No entry: nothing was left; the event runs.
-//   - An entry of the same event (a retry, or the redelivery after a crash or a shutdown):
-//     the operation resumes. What is left to do is found by comparing the plan with a fresh
-//     read of the cluster, never by trusting the step: a partition already as planned is
-//     done, one still as it was before is done now, one found in a third state was changed
-//     by someone else since and is skipped with that reason. Reassignments the entry lists
-//     are ours and are waited for (adopted), not treated as foreign; throttles are not
-//     re-read (what they hold now is ours): the values to restore come from the entry.
-//   - An entry of another event whose result is not stored: its holder is gone (the lock is
-//     ours). That operation is finished first, exactly as its own redelivery would finish
-//     it, its result is published once (stored atomically: a result that is already there
-//     wins), and the entry deleted; then this event runs.
-//   - An entry of another event whose result is stored: the holder published and died
-//     before deleting the entry (step done: the entry is deleted), or gave up without
-//     finishing (the leftovers are rolled back as on a final failure, then deleted).
-//
-// A delivery whose lock is held by a worker finishing this same event's operation waits
-// for it instead of retrying, and then replays the stored result.
-//
-// # Finish or roll back, per step
+// # Rollback, per task
 //
 // Operations go forward: an interrupted reorder is elected, an interrupted copy is waited
-// for. They are rolled back only on a final failure — a permanent error, the operation's
-// timeout, or a transient error on the last attempt — so that the cluster ends in the
+// for. They are rolled back only on a final failure, so that the cluster ends in the
 // requested state or the state before the event, never between:
 //
 //   - reorder and election (preferred-leader, broker-overloaded): a partition reordered
@@ -54,18 +38,16 @@
 //     back (version-checked); an order the controller took after the one failover allowed
 //     per event stays, and the result says so.
 //   - replication factor: reassignments of ours still running are cancelled (KIP-455: the
-//     replica set goes back), partitions that finished stay, throttles are restored.
+//     replica set goes back), partitions that finished stay, throttles are restored; a
+//     cluster before 2.4 cannot cancel: the copies run to their end, and their throttles
+//     are restored then (the engine's await).
 //   - log-dir moves: future replicas of ours still copying are dropped (AlterReplicaLogDirs
 //     back to the current directory), moves that finished stay, the broker's
 //     replica.alter.log.dirs.io.max.bytes.per.second is restored.
 //
-// Never cancelled or restored: on a graceful shutdown (SIGTERM) the lock is released, the
-// journal and the copies in flight are left, and the next holder adopts them; when the lock
-// is lost nothing is written at all (the next holder resumes from the journal).
-//
 // # Throttles: compare-and-restore
 //
-// Only the keys this operation sets are recorded and restored, and only where they still
+// Only the keys an operation sets are recorded and restored, and only where they still
 // hold the value we set; a value someone else set since is left alone and named in the
 // result (throttles_kept, and a note).
 //
@@ -74,15 +56,17 @@
 // A change counts only when a fresh read shows it; a read that fails is a transient failure,
 // never a success. A result's changes are the journaled partitions whose state differs from
 // the state before the first attempt, as a fresh read shows them: every change made by every
-// attempt (noop only when no attempt changed anything).
+// attempt (noop only when no attempt changed anything). Reads are at least as new as what
+// the cluster's previous operation left (verify.go), so that a broker whose metadata lags
+// is never taken for the cluster.
 package handlers
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -95,9 +79,8 @@ import (
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/metrics"
-	"github.com/kafkamender/kafkamender/internal/model"
-	"github.com/kafkamender/kafkamender/internal/pipeline"
-	"github.com/kafkamender/kafkamender/internal/plan"
+	"github.com/kafkamender/kafkamender/internal/operation"
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Cluster is what handlers need of one configured Kafka cluster.
@@ -129,8 +112,6 @@ func (c *Cluster) reader(caps kafka.Capabilities) kafka.Reader {
 // handlers never change it afterwards, so they are safe for concurrent use.
 type Config struct {
 	Clusters map[string]*Cluster
-	// Journal is the operation journal. Required.
-	Journal *journal.Store
 	// JS holds the broker-overloaded cool-down records (OverloadedBucket) and the hourly
 	// operation records of the guardrails (GuardrailsBucket). Required.
 	JS      jetstream.JetStream
@@ -139,7 +120,9 @@ type Config struct {
 	// BlockedWait is how long to wait for partitions under reassignment before skipping
 	// them (preferred-leader; broker-overloaded with WaitForReassignment). Default 1m.
 	BlockedWait time.Duration
-	// VerifyTimeout bounds the wait for metadata to show new orders and leaders. Default 30s.
+	// VerifyTimeout bounds the wait for metadata to show new orders and leaders, and for
+	// a broker whose metadata lags to catch up with what the last operation left.
+	// Default 30s.
 	VerifyTimeout time.Duration
 	// ApplyTimeout bounds retries of a reorder or an election. Default 2m.
 	ApplyTimeout time.Duration
@@ -151,23 +134,7 @@ type Config struct {
 	Overloaded OverloadedOptions
 	// Guardrails are the limits every event must stay within.
 	Guardrails GuardrailOptions
-	// Hook, when set, is called at named steps of an operation (see the Step* constants):
-	// fault tests stop or kill a worker there. Nil in production.
-	Hook func(step string)
 }
-
-// Named steps at which Config.Hook is called.
-const (
-	StepJournalWritten  = "journal-written"  // the plan is journaled; no cluster write yet
-	StepReordered       = "reordered"        // reorders done; elections not sent
-	StepThrottled       = "throttled"        // throttles set; no reassignment submitted yet
-	StepCopying         = "copying"          // a batch of reassignments is submitted and copying
-	StepBeforeResult    = "before-result"    // the outcome is journaled as done; result not published
-	StepResultPublished = "result-published" // the result is stored; the journal entry not deleted
-	// StepAwaitingReassignments: a final failure's result is published; the reassignments
-	// it left running (the cluster cannot cancel them) are being waited for, throttles set.
-	StepAwaitingReassignments = "awaiting-reassignments"
-)
 
 // OverloadedOptions tunes broker-overloaded.
 type OverloadedOptions struct {
@@ -181,7 +148,7 @@ type OverloadedOptions struct {
 	WaitForReassignment bool
 }
 
-// Handlers carries out every event type; it is the pipeline.Handler of each.
+// Handlers builds the task of each event type for the engine, and is its lock and guard.
 type Handlers struct {
 	cfg      Config
 	log      *zap.Logger
@@ -191,13 +158,14 @@ type Handlers struct {
 	ops      *opLog
 }
 
-var _ pipeline.Handler = (*Handlers)(nil)
+var (
+	_ operation.Tasks  = (*Handlers)(nil)
+	_ operation.Locker = (*Handlers)(nil)
+	_ operation.Guard  = (*Handlers)(nil)
+)
 
 // New completes cfg with defaults and checks it.
 func New(cfg Config) (*Handlers, error) {
-	if cfg.Journal == nil {
-		return nil, errors.New("handlers: a journal is required")
-	}
 	if cfg.JS == nil {
 		return nil, errors.New("handlers: JetStream is required (cool-down records)")
 	}
@@ -223,9 +191,6 @@ func New(cfg Config) (*Handlers, error) {
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
-	if cfg.Hook == nil {
-		cfg.Hook = func(string) {}
-	}
 	clusters := make(map[string]*Cluster, len(cfg.Clusters))
 	names := make([]string, 0, len(cfg.Clusters))
 	for name, c := range cfg.Clusters {
@@ -239,193 +204,112 @@ func New(cfg Config) (*Handlers, error) {
 		guard: guard, ops: &opLog{js: cfg.JS, limit: cfg.Guardrails.MaxOperationsPerHour, now: time.Now}}, nil
 }
 
-// Types lists the event types these handlers carry out.
+// Types lists the event types these handlers build tasks for.
 func (h *Handlers) Types() []string {
 	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested, events.TypeLogDirMoveRequested}
 }
 
-// task is one event's operation, prepared (checked, not planned) outside the lock.
-type task interface {
-	// plan reads the cluster and plans, writing nothing: dry runs and fresh runs.
-	plan(ctx context.Context) (*model.Snapshot, plan.Plan, error)
-	// start runs a fresh operation under the lock: it plans and, when there is something
-	// to change, journals the plan (x.begin) and carries it out.
-	start(ctx context.Context, x *exec) error
-	// resume carries out the journaled operation x.op (fresh from start, or left by an
-	// earlier attempt) to its end, filling x.res.
-	resume(ctx context.Context, x *exec) error
-	// rollback undoes what is half-done of x.op after a final failure, says what it did,
-	// and sets x.res.Changes to the changes that remain (a fresh read).
-	rollback(ctx context.Context, x *exec) (string, error)
+// Clusters lists the clusters these handlers serve.
+func (h *Handlers) Clusters() []string { return slices.Clone(h.clusters) }
+
+// Engine returns the operation engine of these handlers: cfg's Tasks, Locks, Guard and
+// Clusters are filled with them; the journal, the results, the logger, the metrics and the
+// fault-test hook are cfg's.
+func (h *Handlers) Engine(cfg operation.Config) (*operation.Engine, error) {
+	cfg.Tasks, cfg.Locks, cfg.Guard, cfg.Clusters = h, h, h, h.Clusters()
+	if cfg.Absorber == nil {
+		cfg.Absorber = h
+	}
+	return operation.New(cfg)
 }
 
-// Handle implements pipeline.Handler.
-func (h *Handlers) Handle(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
-	ev := job.Event
-	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster}
-	defer h.cfg.Metrics.Handling(ev.Cluster, ev.Type)()
-	defer func() { h.cfg.Metrics.Operation(res) }()
-	log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
-	// The guardrails first: a source that may not send the event gets no answer from the
-	// cool-down either.
-	if err := h.admit(ctx, ev, log); err != nil {
-		return asResult(res, err)
+// Acquire implements operation.Locker with the cluster's lock backend.
+func (h *Handlers) Acquire(ctx context.Context, cluster, event string) (operation.Lease, error) {
+	c, ok := h.cfg.Clusters[cluster]
+	if !ok {
+		return nil, fmt.Errorf("unknown cluster %q", cluster)
 	}
-	if req, ok := ev.Payload.(*events.BrokerOverloaded); ok && !ev.DryRun() {
-		if _, known := h.cfg.Clusters[ev.Cluster]; known {
-			if noop, err := h.coolingDown(ctx, job, req, res); noop || err != nil {
-				return res, err
-			}
-		}
+	lease, err := c.Locker.Acquire(ctx, cluster, event)
+	if errors.Is(err, locks.ErrBusy) {
+		return nil, fmt.Errorf("%w: %w", operation.ErrBusy, err)
 	}
-	t, c, err := h.prepare(ctx, job, res, log)
 	if err != nil {
-		return asResult(res, err)
+		return nil, err
 	}
-	if ev.DryRun() {
-		return h.dryRun(ctx, res, t)
-	}
-	out, err := h.locked(ctx, job, c, t, res, log)
-	if out != nil && out != res {
-		*res = *out // for the metrics
-	}
-	return out, err
+	return lease, nil
 }
 
-// prepare checks the request against the configuration and the cluster's capabilities
-// and builds its task. Errors are rejections or transient failures.
-func (h *Handlers) prepare(ctx context.Context, job *pipeline.Job, res *events.Result, log *zap.Logger) (task, *Cluster, error) {
-	ev := job.Event
+// New implements operation.Tasks: it checks a fresh request against the configuration
+// and the cluster's capabilities and builds its task. Errors are rejections or transient.
+func (h *Handlers) New(ctx context.Context, ev *events.Event, res *events.Result) (operation.Task, error) {
 	c, ok := h.cfg.Clusters[ev.Cluster]
 	if !ok {
-		return nil, nil, reject("unknown cluster %q", ev.Cluster)
+		return nil, operation.Reject("unknown cluster %q", ev.Cluster)
 	}
+	log := h.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
 	switch req := ev.Payload.(type) {
 	case *events.ReplicaChange:
 		res.Reason = req.Reason
 		log = log.With(zap.String("topic", req.Topic))
 		if req.ReplicationFactor != nil {
-			t, err := h.newRF(ctx, job, c, req, res, log)
-			return t, c, err
+			return h.newRF(ctx, c, ev, req, res, log)
 		}
-		t, err := h.newPreferred(ctx, job, c, req, res, log)
-		return t, c, err
+		return h.newPreferred(ctx, c, req, res, log)
 	case *events.BrokerOverloaded:
 		res.Reason = req.Reason
-		t, err := h.newOverloaded(ctx, job, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
-		return t, c, err
+		return h.newOverloaded(ctx, c, ev, req, res, log.With(zap.Int32("broker", *req.Broker)))
 	case *events.LogDirMove:
 		res.Reason = req.Reason
-		t, err := h.newLogDir(ctx, job, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
-		return t, c, err
+		return h.newLogDir(ctx, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
 	}
-	return nil, nil, fmt.Errorf("this worker has no handler for %s events", ev.Type)
+	return nil, fmt.Errorf("this worker has no handler for %s events", ev.Type)
 }
 
-// rejected is a request that cannot be carried out as asked: result "rejected".
-type rejected struct{ reason string }
-
-func (r *rejected) Error() string { return r.reason }
-
-func reject(format string, args ...any) error { return &rejected{fmt.Sprintf(format, args...)} }
-
-func isRejection(err error) bool {
-	var r *rejected
-	var pr *plan.RejectError
-	var gv *guardrails.Violation
-	return errors.As(err, &r) || errors.As(err, &pr) || errors.As(err, &gv)
-}
-
-// asResult turns a rejection (ours, the planner's or a guardrail's) into a rejected result.
-func asResult(res *events.Result, err error) (*events.Result, error) {
-	if isRejection(err) {
-		res.Status, res.Error = events.StatusRejected, err.Error()
-		return res, nil
+// Resume implements operation.Tasks: the task of a journaled operation, built from its
+// entry (the strategy it began with, its plan), with its event's parameters when the
+// event decodes. It refuses nothing the cluster no longer has: only an unreachable
+// cluster fails (transient).
+func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entry, res *events.Result) (operation.Task, error) {
+	c, ok := h.cfg.Clusters[e.Cluster]
+	if !ok {
+		return nil, fmt.Errorf("journal entry of cluster %s, which this worker does not serve", e.Cluster)
 	}
-	return res, err
-}
-
-// dryRun answers a dry run: the plan, with nothing changed and no lock taken. A plan over
-// the partition cap is rejected as the real run would be; the hourly cap is not consulted
-// (a dry run writes nothing, so it does not count either).
-func (h *Handlers) dryRun(ctx context.Context, res *events.Result, t task) (*events.Result, error) {
-	snap, p, err := t.plan(ctx)
-	if err == nil {
-		err = h.guard.Partitions(len(p.Changes))
-	}
+	log := h.log.With(zap.String("id", e.Event), zap.String("type", e.Type), zap.String("cluster", e.Cluster))
+	caps, err := kafka.Probe(ctx, c.Client)
 	if err != nil {
-		return asResult(res, err)
+		return nil, retry.Transient(fmt.Errorf("cluster %s: %w", c.Name, err))
 	}
-	res.Status, res.Changes = events.StatusPlanned, p.Changes
-	planned(res, snap, p, 0)
-	if n, ok := t.(interface{ summaryNote() string }); ok {
-		res.AddNote(n.summaryNote())
-	}
-	return res, nil
-}
-
-// planned records in res what plan p found already so (noop) and what it skips, the
-// partitions still under reassignment after waiting waited included.
-func planned(res *events.Result, snap *model.Snapshot, p plan.Plan, waited time.Duration) {
-	res.Noop = p.Noop
-	res.Skipped = append(p.Skipped, blockedSkips(snap, p.Blocked, waited)...)
-}
-
-// planFunc reads the cluster and plans.
-type planFunc func(ctx context.Context) (*model.Snapshot, plan.Plan, error)
-
-// planUntilUnblocked plans, and plans again every 2s while the plan has partitions under
-// reassignment (or offline), for at most wait; the partitions still blocked then are the caller's to
-// skip.
-func planUntilUnblocked(ctx context.Context, wait time.Duration, planOnce planFunc, log *zap.Logger) (*model.Snapshot, plan.Plan, error) {
-	end := time.Now().Add(wait)
-	for {
-		snap, p, err := planOnce(ctx)
-		if err != nil || len(p.Blocked) == 0 || time.Now().After(end) {
-			return snap, p, err
+	strategy := kafka.Strategy(e.Strategy)
+	res.Strategy = e.Strategy
+	switch e.Type {
+	case events.TypeReplicaChangeRequested:
+		req, _ := ev.Payload.(*events.ReplicaChange)
+		if req != nil {
+			res.Reason = req.Reason
 		}
-		log.Info("partitions under reassignment or offline; waiting", zap.Int("partitions", len(p.Blocked)), zap.Stringer("first", p.Blocked[0]))
-		select {
-		case <-ctx.Done():
-			return nil, plan.Plan{}, context.Cause(ctx)
-		case <-time.After(2 * time.Second):
+		if !reorderEntry(e) {
+			return h.resumeRF(c, strategy, caps, req, e, log), nil
 		}
-	}
-}
-
-// settle sets the status from what was done (ok changes verified) and what was skipped.
-func settle(res *events.Result, ok int) *events.Result {
-	switch {
-	case len(res.Skipped) == 0 && ok == 0 && len(res.Changes) == 0:
-		res.Status = events.StatusNoop
-	case len(res.Skipped) == 0:
-		res.Status = events.StatusSucceeded
-	case ok > 0 || len(res.Noop) > 0:
-		res.Status = events.StatusPartial
-	default:
-		res.Status = events.StatusFailed
-		var reasons []string
-		for _, s := range res.Skipped {
-			reasons = append(reasons, s.TopicPartition.String()+": "+s.Reason)
+		return &preferredTask{reorderOp: h.reorderOp(c, strategy, caps, 0)}, nil
+	case events.TypeBrokerOverloaded:
+		req, _ := ev.Payload.(*events.BrokerOverloaded)
+		t := &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatch), req: req, log: log}
+		if req != nil {
+			res.Reason = req.Reason
+			if t.kv, err = h.cool.bucket(ctx); err != nil {
+				return nil, err
+			}
 		}
-		res.Error = "nothing could be changed: " + strings.Join(reasons, "; ")
-	}
-	return res
-}
-
-func blockedSkips(snap *model.Snapshot, blocked []model.TopicPartition, waited time.Duration) []plan.Skip {
-	var out []plan.Skip
-	for _, tp := range blocked {
-		p, _ := snap.Partition(tp)
-		if p.Leader < 0 && !p.Reassigning() {
-			out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipNoLeader, Reason: fmt.Sprintf(
-				"no leader (offline; replicas %v, isr %v), still after waiting %s", p.Replicas, p.ISR, waited)})
-			continue
+		return t, nil
+	case events.TypeLogDirMoveRequested:
+		t := &logDirTask{h: h, c: c, log: log}
+		if req, _ := ev.Payload.(*events.LogDirMove); req != nil {
+			res.Reason = req.Reason
+			t.rate, t.timeout = h.logDirRate(req), h.logDirTimeout(req)
 		}
-		out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
-			"under reassignment (%s), still after waiting %s", p.Reassignment(), waited)})
+		return t, nil
 	}
-	return out
+	return nil, fmt.Errorf("journal entry of a %s event, which this worker has no handler for", e.Type)
 }
 
 // strategyFor resolves the strategy of a request: the event's, else the cluster's. A
@@ -436,7 +320,7 @@ func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy,
 	if asked != "" {
 		s, err := kafka.ParseStrategy(asked)
 		if err != nil {
-			return "", kafka.Capabilities{}, reject("strategy: %v", err)
+			return "", kafka.Capabilities{}, operation.Reject("strategy: %v", err)
 		}
 		if s != kafka.StrategyAuto {
 			want = s
@@ -444,20 +328,32 @@ func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy,
 	}
 	caps, err := kafka.Probe(ctx, c.Client)
 	if err != nil {
-		return "", caps, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+		return "", caps, retry.Transient(fmt.Errorf("cluster %s: %w", c.Name, err))
 	}
 	strategy, err := kafka.Choose(want, caps, c.ZK != nil)
 	if err != nil {
-		return "", caps, reject("cluster %s: %v", c.Name, err)
+		return "", caps, operation.Reject("cluster %s: %v", c.Name, err)
 	}
 	if strategy == kafka.StrategyZKReassign || strategy == kafka.StrategyZKNudge {
 		err := kafka.CheckZKController(ctx, c.ZK.Conn(), c.Chroot)
 		if errors.Is(err, kafka.ErrKRaftController) {
-			return "", caps, reject("cluster %s: strategy %s: %v", c.Name, strategy, err)
+			return "", caps, operation.Reject("cluster %s: strategy %s: %v", c.Name, strategy, err)
 		}
 		if err != nil {
-			return "", caps, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+			return "", caps, retry.Transient(fmt.Errorf("cluster %s: %w", c.Name, err))
 		}
 	}
 	return strategy, caps, nil
 }
+
+// zkWriter is the lease of a run as the fence of ZooKeeper writes: only a ZooKeeper lock
+// is one.
+func zkWriter(r *operation.Run, c *Cluster) (kafka.FencedWriter, error) {
+	w, ok := r.Lease().(kafka.FencedWriter)
+	if !ok {
+		return nil, fmt.Errorf("cluster %s: ZooKeeper writes need the cluster's lock in ZooKeeper (lock backend zookeeper), which fences them", c.Name)
+	}
+	return w, nil
+}
+
+func transient(err error) error { return retry.Transient(err) }

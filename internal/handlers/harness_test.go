@@ -21,6 +21,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -73,7 +74,7 @@ type fleet struct {
 	nc       *nats.Conn
 	lockWait time.Duration
 	strategy kafka.Strategy
-	// hook, when set, is every worker's handlers.Config.Hook; configure, when set, may
+	// hook, when set, is every worker's operation.Config.Hook; configure, when set, may
 	// change the handlers' config of each worker started.
 	hook      func(step string)
 	configure func(*handlers.Config)
@@ -182,8 +183,8 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	}
 	log := zaptest.NewLogger(t).Named(worker)
 	cfg := handlers.Config{
-		Clusters: map[string]*handlers.Cluster{f.alias: hc}, Journal: journal.New(js), JS: js, Logger: log, BlockedWait: 5 * time.Second,
-		RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second}, Hook: f.hook,
+		Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log, BlockedWait: 5 * time.Second,
+		RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second},
 	}
 	if f.configure != nil {
 		f.configure(&cfg)
@@ -192,10 +193,14 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	if err != nil {
 		t.Fatal(err)
 	}
+	eng, err := h.Engine(operation.Config{Journal: journal.New(js), Results: pipeline.ResultsOn(js), Logger: log, Hook: f.hook})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: h,
-		events.TypeBrokerOverloaded:       h,
-		events.TypeLogDirMoveRequested:    h,
+		events.TypeReplicaChangeRequested: eng,
+		events.TypeBrokerOverloaded:       eng,
+		events.TypeLogDirMoveRequested:    eng,
 	}, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},

@@ -18,7 +18,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
-	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -64,22 +64,15 @@ type logDirTask struct {
 	timeout time.Duration
 	rate    int64
 	log     *zap.Logger
-	summary string // what the last plan found, for the result's note
 }
 
-func (h *Handlers) newLogDir(ctx context.Context, _ *pipeline.Job, c *Cluster, req *events.LogDirMove, res *events.Result, log *zap.Logger) (task, error) {
+func (h *Handlers) newLogDir(ctx context.Context, c *Cluster, req *events.LogDirMove, res *events.Result, log *zap.Logger) (operation.Task, error) {
 	o := h.cfg.LogDir
-	t := &logDirTask{h: h, c: c, log: log, timeout: o.Timeout, rate: o.Throttle,
+	t := &logDirTask{h: h, c: c, log: log, timeout: h.logDirTimeout(req), rate: h.logDirRate(req),
 		req: plan.LogDirRequest{Broker: *req.Broker, From: req.FromDir, To: req.ToDir, Tolerance: *o.Tolerance, Protected: h.protected()}}
 	res.Strategy = string(kafka.StrategyAPI) // AlterReplicaLogDirs is the only way online
 	if req.Topic != "" {
 		t.req.Replica = &model.TopicPartition{Topic: req.Topic, Partition: *req.Partition}
-	}
-	if req.Timeout.Duration > 0 {
-		t.timeout = req.Timeout.Duration
-	}
-	if req.ThrottleBytesPerSec > 0 {
-		t.rate = req.ThrottleBytesPerSec
 	}
 	if t.rate > 0 {
 		caps, err := kafka.Probe(ctx, c.Client)
@@ -91,6 +84,22 @@ func (h *Handlers) newLogDir(ctx context.Context, _ *pipeline.Job, c *Cluster, r
 		}
 	}
 	return t, nil
+}
+
+// logDirRate is the throttle of a move: the event's, else the configured default.
+func (h *Handlers) logDirRate(req *events.LogDirMove) int64 {
+	if req.ThrottleBytesPerSec > 0 {
+		return req.ThrottleBytesPerSec
+	}
+	return h.cfg.LogDir.Throttle
+}
+
+// logDirTimeout bounds a move across attempts: the event's, else the configured default.
+func (h *Handlers) logDirTimeout(req *events.LogDirMove) time.Duration {
+	if req.Timeout.Duration > 0 {
+		return req.Timeout.Duration
+	}
+	return h.cfg.LogDir.Timeout
 }
 
 // describeDirs reads the broker's log directories, fresh (the request goes to the broker).
@@ -128,43 +137,45 @@ func resolveDir(dirs []plan.LogDir, dir string) string {
 	return dir
 }
 
-func (t *logDirTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
+// Plan reads the broker's log directories and plans the moves: the replica named, or a
+// balance of two directories.
+func (t *logDirTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*operation.Planned, error) {
 	var topics []string
 	if t.req.Replica != nil {
 		topics = []string{t.req.Replica.Topic}
 	}
-	snap, err := kafka.ReadSnapshot(ctx, t.c.Client, topics...)
+	snap, err := readNamed(ctx, t.c, newFreshReader(kafka.Reader{Client: t.c.Client}, r.Floor(), t.h.cfg.VerifyTimeout, r.Log), topics, topics...)
 	if err != nil {
-		return nil, plan.Plan{}, transient(err)
+		return nil, err
 	}
 	b := t.req.Broker
 	if _, ok := snap.Brokers[b]; !ok {
-		return nil, plan.Plan{}, reject("broker %d is not up: the cluster's metadata does not list it (live brokers: %s)", b, brokerList(snap))
+		return nil, operation.Reject("broker %d is not up: the cluster's metadata does not list it (live brokers: %s)", b, brokerList(snap))
 	}
 	if t.req.Replica != nil {
 		tp := *t.req.Replica
 		if err := snap.Missing[tp.Topic]; errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, plan.Plan{}, reject("topic %q does not exist", tp.Topic)
+			return nil, operation.Reject("topic %q does not exist", tp.Topic)
 		} else if err != nil {
-			return nil, plan.Plan{}, transient(fmt.Errorf("topic %q: %w", tp.Topic, err))
+			return nil, transient(fmt.Errorf("topic %q: %w", tp.Topic, err))
 		}
 		p, ok := snap.Partition(tp)
 		if !ok {
-			return nil, plan.Plan{}, reject("topic %q has no partition %d", tp.Topic, tp.Partition)
+			return nil, operation.Reject("topic %q has no partition %d", tp.Topic, tp.Partition)
 		}
 		if !slices.Contains(p.Replicas, b) {
-			return nil, plan.Plan{}, reject("%s has no replica on broker %d (its replicas: %v)", tp, b, p.Replicas)
+			return nil, operation.Reject("%s has no replica on broker %d (its replicas: %v)", tp, b, p.Replicas)
 		}
 	}
 	dirs, err := describeDirs(ctx, t.c, b)
 	if err != nil {
-		return nil, plan.Plan{}, err
+		return nil, err
 	}
 	req := t.req
 	req.From, req.To = resolveDir(dirs, req.From), resolveDir(dirs, req.To)
 	lp, err := plan.LogDirMoves(dirs, req)
 	if err != nil {
-		return nil, plan.Plan{}, err
+		return nil, err
 	}
 	for i := range lp.Changes {
 		ch := &lp.Changes[i]
@@ -173,8 +184,8 @@ func (t *logDirTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, erro
 			ch.LeaderBefore, ch.LeaderAfter = p.Leader, p.Leader
 		}
 	}
-	t.summary = summarize(b, lp, req.Replica != nil)
-	return snap, lp.Plan, nil
+	return &operation.Planned{Changes: lp.Changes, Noop: lp.Noop, Skipped: lp.Skipped, Deadline: time.Now().Add(t.timeout).UTC(),
+		Notes: []string{summarize(b, lp, req.Replica != nil)}}, nil
 }
 
 // summarize says in words what a plan found.
@@ -236,25 +247,6 @@ func brokerList(snap *model.Snapshot) string {
 	}
 	sort.Ints(ids)
 	return strings.Trim(fmt.Sprint(ids), "[]")
-}
-
-func (t *logDirTask) summaryNote() string { return t.summary }
-
-func (t *logDirTask) start(ctx context.Context, x *exec) error {
-	snap, p, err := t.plan(ctx)
-	if err != nil {
-		return err
-	}
-	planned(x.res, snap, p, 0)
-	if len(p.Changes) == 0 {
-		x.res.AddNote(t.summary)
-		settle(x.res, 0)
-		return nil
-	}
-	if err := x.begin(ctx, journal.Entry{Changes: p.Changes, Deadline: time.Now().Add(t.timeout).UTC(), Notes: []string{t.summary}}); err != nil {
-		return err
-	}
-	return t.resume(ctx, x)
 }
 
 // dirState is where each planned move stands, from a fresh DescribeLogDirs.
@@ -330,14 +322,11 @@ func (t *logDirTask) read(ctx context.Context, e *journal.Entry) (dirState, erro
 	return classifyDirs(dirs, e), nil
 }
 
-// resume carries the journaled moves out from wherever they stand: moves copying are
-// adopted, the rest submitted (again, if the broker dropped one), the throttle restored
-// once nothing copies, and the outcome verified by a fresh DescribeLogDirs. When its
-// context ends it returns at once, writing nothing.
-func (t *logDirTask) resume(ctx context.Context, x *exec) error {
-	e := &x.op.Entry
-	res := x.res
-	res.Noop, res.Skipped = e.Noop, slices.Clone(e.Skipped)
+// Apply carries the journaled moves out from wherever they stand: moves copying are
+// adopted, the rest submitted (again, if the broker dropped one), and the throttle
+// restored once nothing copies. When its context ends it returns at once, writing nothing.
+func (t *logDirTask) Apply(ctx context.Context, r *operation.Run) error {
+	e := r.Entry()
 	ctx, cancel := context.WithDeadlineCause(ctx, e.Deadline, &timeoutError{t.timeout})
 	defer cancel()
 	broker := *e.Changes[0].Broker
@@ -350,42 +339,39 @@ func (t *logDirTask) resume(ctx context.Context, x *exec) error {
 		t.log.Info("adopting log-dir moves of an earlier attempt", zap.Strings("partitions", tpsOf(st.running)))
 	}
 	if len(st.running)+len(st.waiting) > 0 {
-		if err := t.throttle(ctx, x, broker); err != nil {
+		if err := t.throttle(ctx, r, broker); err != nil {
 			return stopped(ctx, err)
 		}
 	}
-	var expected int64
-	for _, ch := range e.Changes {
-		expected += ch.Bytes
-	}
-	hooked := false
-	for {
+	expected := expectedMove(e)
+	stepped := false
+	for i := 0; ; i++ {
 		if len(st.waiting) > 0 {
 			for _, ch := range st.waiting {
 				if !e.Submitted(ch.TopicPartition) {
 					e.Reassignments = append(e.Reassignments, ch.TopicPartition)
 				}
 			}
-			if err := x.save(ctx, journal.StepCopying); err != nil {
+			if err := r.Save(ctx, journal.StepCopying); err != nil {
 				return stopped(ctx, err)
 			}
 			if err := t.submit(ctx, broker, st.waiting, func(ch plan.Change) string { return ch.DirAfter }); err != nil {
 				return stopped(ctx, err)
 			}
 		}
-		if !hooked {
-			x.hook(StepCopying)
-			hooked = true
+		if !stepped {
+			r.Step(operation.StepCopying)
+			stepped = true
 		}
 		if len(st.running)+len(st.waiting) == 0 {
 			break
 		}
-		x.job.Progress(Progress{ID: x.job.Event.ID, Batch: 1, Batches: 1, PartitionsDone: len(st.done),
+		r.Progress(events.Progress{Batch: 1, Batches: 1, PartitionsDone: len(st.done),
 			PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: st.copied})
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(t.h.cfg.RF.Poll):
+		case <-time.After(min(20*time.Millisecond<<min(i, 10), t.h.cfg.RF.Poll)):
 		}
 		next, err := t.read(ctx, e)
 		if err != nil {
@@ -397,24 +383,34 @@ func (t *logDirTask) resume(ctx context.Context, x *exec) error {
 		}
 		st = next
 	}
-	if err := t.restore(ctx, x); err != nil {
-		return stopped(ctx, err)
-	}
-	// Verify: a fresh read must show every move done.
+	return stopped(ctx, t.restore(ctx, r))
+}
+
+// Verify reads the broker's log directories afresh: every move must show done.
+func (t *logDirTask) Verify(ctx context.Context, r *operation.Run) (int, error) {
+	e, res := r.Entry(), r.Result
 	final, err := t.read(ctx, e)
 	if err != nil {
-		return stopped(ctx, err)
+		return 0, err
 	}
+	res.Noop, res.Skipped = e.Noop, append(slices.Clone(e.Skipped), final.skips...)
 	res.Changes = final.done
-	res.Skipped = append(res.Skipped, final.skips...)
 	for _, ch := range append(final.running, final.waiting...) {
 		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified,
 			Reason: fmt.Sprintf("after the move: not shown in %s", ch.DirAfter)})
 	}
-	x.job.Progress(Progress{ID: x.job.Event.ID, Batch: 1, Batches: 1, PartitionsDone: len(final.done),
-		PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: final.copied})
-	settle(res, len(final.done))
-	return nil
+	r.Progress(events.Progress{Batch: 1, Batches: 1, PartitionsDone: len(final.done),
+		PartitionsTotal: len(e.Changes), BytesExpected: expectedMove(e), BytesCopied: final.copied})
+	return len(final.done), nil
+}
+
+// expectedMove is the size of the planned moves.
+func expectedMove(e *journal.Entry) int64 {
+	var n int64
+	for _, ch := range e.Changes {
+		n += ch.Bytes
+	}
+	return n
 }
 
 // submit sends AlterReplicaLogDirs for the moves (to the directory dir gives), retrying
@@ -470,9 +466,9 @@ func (t *logDirTask) submit(ctx context.Context, broker int32, moves []plan.Chan
 	}
 }
 
-// throttle sets the broker's log-dir copy throttle (see setThrottles).
-func (t *logDirTask) throttle(ctx context.Context, x *exec, broker int32) error {
-	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
+// throttle sets the broker's log-dir copy throttle (see throttles.set).
+func (t *logDirTask) throttle(ctx context.Context, r *operation.Run, broker int32) error {
+	return throttles{t.h, t.c}.set(ctx, r, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
 		keys, err := th.PlanBrokerThrottle(ctx, broker, kafka.AlterLogDirsThrottledRate, t.rate)
 		if err != nil {
 			return nil, throttleErr(fmt.Errorf("read throttles: %w", err))
@@ -481,14 +477,14 @@ func (t *logDirTask) throttle(ctx context.Context, x *exec, broker int32) error 
 	})
 }
 
-func (t *logDirTask) restore(ctx context.Context, x *exec) error {
-	return x.restoreThrottles(ctx, "while the move ran")
+func (t *logDirTask) restore(ctx context.Context, r *operation.Run) error {
+	return throttles{t.h, t.c}.restore(ctx, r, "while the move ran")
 }
 
-// rollback cancels our moves still copying (an AlterReplicaLogDirs back to the current
+// Rollback cancels our moves still copying (an AlterReplicaLogDirs back to the current
 // directory drops the future replica), restores the throttle, and says what finished.
-func (t *logDirTask) rollback(ctx context.Context, x *exec) (string, error) {
-	e := &x.op.Entry
+func (t *logDirTask) Rollback(ctx context.Context, r *operation.Run) (string, error) {
+	e := r.Entry()
 	broker := *e.Changes[0].Broker
 	st, err := t.read(ctx, e)
 	if err != nil {
@@ -505,14 +501,14 @@ func (t *logDirTask) rollback(ctx context.Context, x *exec) (string, error) {
 		parts = append(parts, fmt.Sprintf("cancelled %d unfinished moves (%s)", len(st.running), strings.Join(tpsOf(st.running), ", ")))
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d moves finished", len(st.done), len(e.Changes)))
-	if err := t.restore(ctx, x); err != nil {
+	if err := t.restore(ctx, r); err != nil {
 		return strings.Join(parts, "; "), err
 	}
 	final, err := t.read(ctx, e)
 	if err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	x.res.Changes = final.done
+	r.Result.Changes = final.done
 	return strings.Join(parts, "; "), nil
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -217,11 +216,11 @@ func abs64(x int64) int64 {
 }
 
 // watchProgress collects the progress events of an event id.
-func watchProgress(t *testing.T, f *fleet, id string) func() []handlers.Progress {
+func watchProgress(t *testing.T, f *fleet, id string) func() []events.Progress {
 	t.Helper()
-	ch := make(chan handlers.Progress, 10_000)
+	ch := make(chan events.Progress, 10_000)
 	sub, err := f.nc.Subscribe(events.ProgressSubject(id), func(m *nats.Msg) {
-		var p handlers.Progress
+		var p events.Progress
 		if json.Unmarshal(m.Data, &p) == nil {
 			ch <- p
 		}
@@ -230,8 +229,8 @@ func watchProgress(t *testing.T, f *fleet, id string) func() []handlers.Progress
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	return func() []handlers.Progress {
-		var out []handlers.Progress
+	return func() []events.Progress {
+		var out []events.Progress
 		for len(ch) > 0 {
 			out = append(out, <-ch)
 		}

@@ -15,9 +15,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/model"
-	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -31,14 +30,13 @@ const OverloadedBucket = "KAFKAMENDER_OVERLOADED"
 // every reorder in one request and one batched preferred election: broker-overloaded.
 type overloadedTask struct {
 	reorderOp
-	req    *events.BrokerOverloaded
-	event  string
-	worker string
-	kv     jetstream.KeyValue
-	log    *zap.Logger
+	req *events.BrokerOverloaded // nil when a journaled request no longer decodes
+	ev  *events.Event
+	kv  jetstream.KeyValue
+	log *zap.Logger
 }
 
-func (h *Handlers) newOverloaded(ctx context.Context, job *pipeline.Job, c *Cluster, req *events.BrokerOverloaded, res *events.Result, log *zap.Logger) (task, error) {
+func (h *Handlers) newOverloaded(ctx context.Context, c *Cluster, ev *events.Event, req *events.BrokerOverloaded, res *events.Result, log *zap.Logger) (operation.Task, error) {
 	strategy, caps, err := strategyFor(ctx, c, "")
 	if err != nil {
 		return nil, err
@@ -48,16 +46,24 @@ func (h *Handlers) newOverloaded(ctx context.Context, job *pipeline.Job, c *Clus
 	if err != nil {
 		return nil, err
 	}
-	return &overloadedTask{
-		reorderOp: reorderOp{h: h, c: c, strategy: strategy, caps: caps, batch: h.cfg.Overloaded.ElectionBatch},
-		req:       req, event: job.Event.ID, worker: job.Worker, kv: kv, log: log,
-	}, nil
+	return &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatch), req: req, ev: ev, kv: kv, log: log}, nil
 }
 
-func (t *overloadedTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
-	recent, err := t.h.cool.recent(ctx, t.kv, t.c.Name, time.Now())
+// Plan reads every topic (balance is cluster-wide) and plans the shed, away from brokers
+// shed recently. A fresh run first checks the cool-down again under the lock (another
+// fleet may have shed the broker since Answer), then waits for partitions under
+// reassignment when so configured.
+func (t *overloadedTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*operation.Planned, error) {
+	res := r.Result
+	now := time.Now()
+	recent, err := t.h.cool.recent(ctx, t.kv, t.c.Name, now)
 	if err != nil {
-		return nil, plan.Plan{}, err
+		return nil, err
+	}
+	if prev, ok := recent[*t.req.Broker]; !dry && ok && prev.Event != t.ev.ID && prev.Scope.covers(scopeOf(t.req)) {
+		t.h.coolNoop(res, *t.req.Broker, prev)
+		t.log.Info("alert within the cool-down", zap.String("previous_event", prev.Event))
+		return &operation.Planned{}, nil
 	}
 	req := plan.ShedRequest{Broker: *t.req.Broker, Topics: t.req.Topics, ExcludeTopics: t.req.ExcludeTopics,
 		MaxPartitions: t.req.MaxPartitions, DemoteToEnd: t.req.DemoteToEnd, WaitBlocked: t.h.cfg.Overloaded.WaitForReassignment,
@@ -67,59 +73,62 @@ func (t *overloadedTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, 
 			req.Avoid = append(req.Avoid, b)
 		}
 	}
-	snap, err := t.rd().Snapshot(ctx) // every topic: balance is cluster-wide
-	if err != nil {
-		return nil, plan.Plan{}, transient(err)
-	}
-	p, err := plan.Shed(snap, req)
-	return snap, p, err
-}
-
-func (t *overloadedTask) start(ctx context.Context, x *exec) error {
-	res := x.res
-	// Alert storms: the same broker shed within the cool-down is a noop naming the event.
-	// Checked again under the lock: another fleet may have shed it since coolingDown.
-	recent, err := t.h.cool.recent(ctx, t.kv, t.c.Name, res.StartedAt)
-	if err != nil {
-		return err
-	}
-	if prev, ok := recent[*t.req.Broker]; ok && prev.Event != t.event && prev.Scope.covers(scopeOf(t.req)) {
-		t.h.coolNoop(res, *t.req.Broker, prev)
-		t.log.Info("alert within the cool-down", zap.String("previous_event", prev.Event))
-		return nil
-	}
 	wait := t.h.cfg.BlockedWait
-	snap, p, err := planUntilUnblocked(ctx, wait, t.plan, t.log)
-	if err != nil {
-		return err
+	if dry {
+		wait = 0
 	}
-	planned(res, snap, p, wait)
-	if len(p.Changes) == 0 {
-		if len(res.Skipped) == 0 {
-			res.Note = fmt.Sprintf("broker %d leads no partition here (and heads no assignment)", *t.req.Broker)
+	p, err := planUntilUnblocked(ctx, wait, func(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
+		snap, err := readNamed(ctx, t.c, t.rd(r), nil, t.req.Topics...) // every topic: balance is cluster-wide
+		if err != nil {
+			return nil, plan.Plan{}, err
 		}
-		settle(res, 0)
-		return nil
+		p, err := plan.Shed(snap, req)
+		return snap, p, err
+	}, t.log)
+	if err != nil {
+		return nil, err
 	}
-	if err := x.begin(ctx, journal.Entry{Changes: p.Changes}); err != nil {
-		return err
+	if len(p.Changes) == 0 && len(p.Skipped) == 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("broker %d leads no partition here (and heads no assignment)", *t.req.Broker))
 	}
-	return t.resume(ctx, x)
+	return p, nil
 }
 
-func (t *overloadedTask) resume(ctx context.Context, x *exec) error {
-	verified, err := t.run(ctx, x)
-	if err != nil {
-		return err
+// Verify is the reorder's, and records the shed for the cool-down once some leadership
+// moved.
+func (t *overloadedTask) Verify(ctx context.Context, r *operation.Run) (int, error) {
+	verified, err := t.reorderOp.Verify(ctx, r)
+	if err != nil || verified == 0 || t.req == nil {
+		return verified, err
 	}
-	settle(x.res, verified)
-	if verified > 0 {
-		rec, _ := json.Marshal(shedRecord{Event: x.job.Event.ID, At: time.Now().UTC(), Worker: x.job.Worker, Scope: scopeOf(t.req)})
-		if _, err := t.kv.Put(ctx, coolKey(t.c.Name, *t.req.Broker), rec); err != nil {
-			x.log.Warn("record the cool-down", zap.Error(err))
-		}
+	rec, _ := json.Marshal(shedRecord{Event: r.Result.ID, At: time.Now().UTC(), Worker: r.Entry().Worker, Scope: scopeOf(t.req)})
+	if _, err := t.kv.Put(ctx, coolKey(t.c.Name, *t.req.Broker), rec); err != nil {
+		r.Log.Warn("record the cool-down", zap.Error(err))
 	}
-	return nil
+	return verified, nil
+}
+
+// Answer implements operation.Tasks: a broker-overloaded alert for a broker shed within
+// the cool-down (by another event) is answered before anything else: a noop naming that
+// event, from one key-value read, without the lock and without touching Kafka, as alert
+// storms need. A record only ever gets newer, so what it says holds when the lock would be
+// taken.
+func (h *Handlers) Answer(ctx context.Context, d operation.Delivery) (*events.Result, error) {
+	ev := d.Event()
+	req, ok := ev.Payload.(*events.BrokerOverloaded)
+	if !ok || ev.DryRun() {
+		return nil, nil
+	}
+	if _, known := h.cfg.Clusters[ev.Cluster]; !known {
+		return nil, nil
+	}
+	rec, ok, err := h.cool.shedNow(ctx, ev.Cluster, *req.Broker)
+	if err != nil || !ok || rec.Event == ev.ID || !rec.Scope.covers(scopeOf(req)) {
+		return nil, err
+	}
+	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Reason: req.Reason}
+	h.coolNoop(res, *req.Broker, rec)
+	return res, nil
 }
 
 // coolNoop makes res the noop of an alert for broker within the cool-down of the shed rec.
@@ -127,21 +136,6 @@ func (h *Handlers) coolNoop(res *events.Result, broker int32, rec shedRecord) {
 	res.Status, res.PreviousEvent = events.StatusNoop, rec.Event
 	res.Note = fmt.Sprintf("broker %d was shed by event %s at %s (worker %s); cool-down %s: not shedding again",
 		broker, rec.Event, rec.At.Format(time.RFC3339), rec.Worker, h.cfg.Overloaded.CoolDown)
-}
-
-// coolingDown answers a broker-overloaded alert for a broker shed within the cool-down
-// (by another event) before anything else: a noop naming that event, from one key-value
-// read, without the lock and without touching Kafka, as alert storms need. A record only
-// ever gets newer, so what it says holds when the lock would be taken. It reports whether
-// res is the answer.
-func (h *Handlers) coolingDown(ctx context.Context, job *pipeline.Job, req *events.BrokerOverloaded, res *events.Result) (bool, error) {
-	rec, ok, err := h.cool.shedNow(ctx, job.Event.Cluster, *req.Broker)
-	if err != nil || !ok || rec.Event == job.Event.ID || !rec.Scope.covers(scopeOf(req)) {
-		return false, err
-	}
-	res.Reason = req.Reason
-	h.coolNoop(res, *req.Broker, rec)
-	return true, nil
 }
 
 // Absorber implements pipeline.Absorber: after a broker-overloaded event sheds a broker,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
@@ -35,43 +35,56 @@ func SkipCodes() []string {
 
 // reorderOp is the reorder-and-elect operation that preferred-leader and broker-overloaded
 // share: every reorder in one request, then the preferred elections in one batch (chunked
-// above batch), then verification from fresh reads.
+// above batch), then verification from fresh reads. Apply leaves, for Verify, what only
+// it knows: the elections that failed and the orders it put back.
 type reorderOp struct {
 	h        *Handlers
 	c        *Cluster
 	strategy kafka.Strategy
 	caps     kafka.Capabilities
 	batch    int // partitions per election request; 0: all in one
+
+	electErrs map[model.TopicPartition]error // elections that failed, by Apply
+	back      map[model.TopicPartition][]int32
+	putBack   bool // Apply put the orders in back again
+	skipped   map[model.TopicPartition]bool
 }
 
-// rd reads the cluster with what it has (reassignments before 2.4 from the znode).
-func (r *reorderOp) rd() kafka.Reader { return r.c.reader(r.caps) }
+func (h *Handlers) reorderOp(c *Cluster, strategy kafka.Strategy, caps kafka.Capabilities, batch int) reorderOp {
+	return reorderOp{h: h, c: c, strategy: strategy, caps: caps, batch: batch}
+}
 
-// backend builds the strategy's backend: ZooKeeper writes are fenced by the lease's lock,
+// rd reads the cluster with what it has (reassignments before 2.4 from the znode), at
+// least as new as what the last operation left.
+func (o *reorderOp) rd(r *operation.Run) *freshReader {
+	return newFreshReader(o.c.reader(o.caps), r.Floor(), o.h.cfg.VerifyTimeout, r.Log)
+}
+
+// backend builds the strategy's backend: ZooKeeper writes are fenced by the run's lock,
 // and zk-nudge keeps its progress in the journal entry.
-func (r *reorderOp) backend(x *exec) (kafka.Reorderer, error) {
-	if r.strategy == kafka.StrategyAPI {
-		return kafka.NewAPIBackend(r.c.Client), nil
+func (o *reorderOp) backend(r *operation.Run) (kafka.Reorderer, error) {
+	if o.strategy == kafka.StrategyAPI {
+		return kafka.NewAPIBackend(o.c.Client), nil
 	}
-	if r.c.ZK == nil {
-		return nil, fmt.Errorf("strategy %s needs the cluster's zookeeper", r.strategy)
+	if o.c.ZK == nil {
+		return nil, fmt.Errorf("strategy %s needs the cluster's zookeeper", o.strategy)
 	}
-	w, err := x.l.zkWriter()
+	w, err := zkWriter(r, o.c)
 	if err != nil {
 		return nil, err
 	}
-	return kafka.NewZKBackend(r.strategy, kafka.ZKConfig{Conn: r.c.ZK.Conn(), Chroot: r.c.Chroot, Writer: w,
-		Client: r.c.Client, Caps: r.caps, Nudge: nudgeJournal{x}})
+	return kafka.NewZKBackend(o.strategy, kafka.ZKConfig{Conn: o.c.ZK.Conn(), Chroot: o.c.Chroot, Writer: w,
+		Client: o.c.Client, Caps: o.caps, Nudge: nudgeJournal{r}})
 }
 
 // nudgeJournal keeps zk-nudge progress in the operation's journal entry.
-type nudgeJournal struct{ x *exec }
+type nudgeJournal struct{ r *operation.Run }
 
-func (n nudgeJournal) State() *model.NudgeState { return n.x.op.Entry.Nudge }
+func (n nudgeJournal) State() *model.NudgeState { return n.r.Entry().Nudge }
 
 func (n nudgeJournal) Record(ctx context.Context, st *model.NudgeState) error {
-	n.x.op.Entry.Nudge = st
-	return n.x.op.Save(ctx)
+	n.r.Entry().Nudge = st
+	return n.r.Op.Save(ctx)
 }
 
 // remaining compares the journaled plan with a fresh read: what each partition still needs
@@ -101,104 +114,118 @@ func remaining(snap *model.Snapshot, planned []plan.Change) ([]plan.Change, []pl
 	return todo, skips
 }
 
-// run carries the journaled plan out, resuming wherever an earlier attempt stopped, and
-// fills x.res; it returns how many planned partitions a fresh read shows as planned.
-func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
-	e := &x.op.Entry
-	res, log := x.res, x.log
-	res.Noop, res.Skipped = e.Noop, slices.Clone(e.Skipped)
-	be, err := r.backend(x)
+// Apply carries the journaled plan out, resuming wherever an earlier attempt stopped: the
+// reorders still needed, then the elections; a partition reordered whose election failed
+// gets its order back (never between; not with zk-nudge: one controller failover per
+// event).
+func (o *reorderOp) Apply(ctx context.Context, r *operation.Run) error {
+	e, res, log := r.Entry(), r.Result, r.Log
+	be, err := o.backend(r)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	snap, err := r.rd().Snapshot(ctx, topicsOf(e.Changes)...)
+	snap, err := o.rd(r).Snapshot(ctx, topicsOf(e.Changes)...)
 	if err != nil {
-		return 0, transient(err)
+		return transient(err)
 	}
 	todo, skips := remaining(snap, e.Changes)
-	res.Skipped = append(res.Skipped, skips...)
-	skipped := skippedOf(skips)
+	res.Skipped = append(slices.Clone(e.Skipped), skips...)
+	o.skipped = skippedOf(skips)
 	p := plan.Plan{Changes: todo}
 	if reorders := p.Reorders(); len(reorders) > 0 {
-		if err := x.save(ctx, journal.StepReordering); err != nil {
-			return 0, err
-		}
 		reorder := be.Reorder
 		if early, ok := be.(kafka.ElectionReorderer); ok && len(p.Elections()) > 0 {
 			// The elections follow at once; the reads after them wait for what they check.
 			reorder = early.ReorderForElection
 		}
-		err := r.apply(ctx, log, func(ctx context.Context) error { return reorder(ctx, reorders) })
+		err := o.retry(ctx, log, func(ctx context.Context) error { return reorder(ctx, reorders) })
 		res.ControllerFailover = be.ControllerFailover()
 		if err != nil {
-			return 0, fmt.Errorf("reorder replicas: %w", err)
+			return fmt.Errorf("reorder replicas: %w", err)
 		}
 	}
-	electErrs := map[model.TopicPartition]error{}
+	o.electErrs = map[model.TopicPartition]error{}
 	if elections := p.Elections(); len(elections) > 0 {
-		if err := x.save(ctx, journal.StepElecting); err != nil {
-			return 0, err
-		}
-		x.hook(StepReordered)
+		r.Step(operation.StepReordered)
 		for len(elections) > 0 {
 			chunk := elections
-			if r.batch > 0 && len(chunk) > r.batch {
-				chunk = chunk[:r.batch]
+			if o.batch > 0 && len(chunk) > o.batch {
+				chunk = chunk[:o.batch]
 			}
 			elections = elections[len(chunk):]
-			err := r.apply(ctx, log, func(ctx context.Context) error {
+			err := o.retry(ctx, log, func(ctx context.Context) error {
 				out, err := be.ElectPreferred(ctx, chunk)
 				if err != nil {
 					return err
 				}
 				for tp, e := range out {
 					if e != nil {
-						electErrs[tp] = e
+						o.electErrs[tp] = e
 					} else {
-						delete(electErrs, tp)
+						delete(o.electErrs, tp)
 					}
 				}
 				return nil
 			})
 			if err != nil {
-				return 0, fmt.Errorf("preferred election: %w", err)
+				return fmt.Errorf("preferred election: %w", err)
 			}
 		}
 	}
-	for tp := range electErrs {
-		skipped[tp] = true
+	for tp := range o.electErrs {
+		o.skipped[tp] = true
 	}
-	if failed := failedElectionOrders(p.Reorders(), electErrs); len(failed) > 0 {
-		// Whether to put an order back is read from metadata, which may not show the new
-		// order yet (the reorders returned at the controller): wait until it does, or
-		// until the verify timeout, before reading.
-		wctx, cancel := context.WithTimeout(ctx, r.h.cfg.VerifyTimeout)
-		if err := kafka.WaitForOrders(wctx, r.c.Client, failed); err != nil {
-			log.Warn("the new orders of partitions whose election failed do not show yet", zap.Error(err))
-		}
-		cancel()
+	return o.putBackUnelected(ctx, r, be, p)
+}
+
+// putBackUnelected gives their order back to the partitions reordered whose election did
+// not take effect (not with zk-nudge: one controller failover per event).
+func (o *reorderOp) putBackUnelected(ctx context.Context, r *operation.Run, be kafka.Reorderer, p plan.Plan) error {
+	failed := failedElectionOrders(p.Reorders(), o.electErrs)
+	if len(failed) == 0 {
+		return nil
 	}
-	now, err := observe(ctx, r.rd(), e.Changes, r.h.cfg.VerifyTimeout, skipped, true)
+	// Whether to put an order back is read from metadata, which may not show the new
+	// order yet (the reorders returned at the controller): wait until it does, or until
+	// the verify timeout, before reading.
+	wctx, cancel := context.WithTimeout(ctx, o.h.cfg.VerifyTimeout)
+	if err := kafka.WaitForOrders(wctx, o.c.Client, failed); err != nil {
+		r.Log.Warn("the new orders of partitions whose election failed do not show yet", zap.Error(err))
+	}
+	cancel()
+	e := r.Entry()
+	now, err := observe(ctx, o.rd(r), e.Changes, o.h.cfg.VerifyTimeout, o.skipped, true)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	// Never between: a partition reordered whose election did not take effect gets its
-	// order back (not with zk-nudge: one controller failover per event).
-	back := unelected(e.Changes, func(tp model.TopicPartition) (model.Partition, bool) {
+	o.back = unelected(e.Changes, func(tp model.TopicPartition) (model.Partition, bool) {
 		p, ok := now[tp]
 		return p, ok
 	})
-	putBack := false
-	if len(back) > 0 && r.strategy != kafka.StrategyZKNudge {
-		if err := r.apply(ctx, log, func(ctx context.Context) error { return be.Reorder(ctx, back) }); err != nil {
-			return 0, fmt.Errorf("put the order back where the election failed: %w", err)
-		}
-		putBack = true
-		if now, err = observe(ctx, r.rd(), e.Changes, r.h.cfg.VerifyTimeout, skipped, true); err != nil {
-			return 0, err
-		}
+	if len(o.back) == 0 || o.strategy == kafka.StrategyZKNudge {
+		return nil
+	}
+	if err := o.retry(ctx, r.Log, func(ctx context.Context) error { return be.Reorder(ctx, o.back) }); err != nil {
+		return fmt.Errorf("put the order back where the election failed: %w", err)
+	}
+	o.putBack = true
+	return nil
+}
+
+// Verify reads the planned partitions until they show the plan (those skipped are not
+// waited for), and reports what changed, what was skipped and why.
+func (o *reorderOp) Verify(ctx context.Context, r *operation.Run) (int, error) {
+	e, res := r.Entry(), r.Result
+	res.Noop = e.Noop
+	if res.Skipped == nil {
+		res.Skipped = slices.Clone(e.Skipped)
+	}
+	now, err := observe(ctx, o.rd(r), e.Changes, o.h.cfg.VerifyTimeout, o.skipped, true)
+	if err != nil {
+		return 0, err
 	}
 	res.Changes = changedFrom(e.Changes, now, true)
+	leave(r, res.Changes, now)
 	verified := 0
 	for _, ch := range e.Changes {
 		p := now[ch.TopicPartition]
@@ -206,18 +233,17 @@ func (r *reorderOp) run(ctx context.Context, x *exec) (int, error) {
 			verified++
 			continue
 		}
-		if skipped[ch.TopicPartition] && electErrs[ch.TopicPartition] == nil {
-			continue // skipped above, with its reason
+		if o.skipped[ch.TopicPartition] && o.electErrs[ch.TopicPartition] == nil {
+			continue // skipped by Apply, with its reason
 		}
 		skip := plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified, Reason: fmt.Sprintf(
 			"after the change: replicas %v, leader %d (wanted %v led by %d)", p.Replicas, p.Leader, ch.ReplicasAfter, ch.LeaderAfter)}
-
-		if e := electErrs[ch.TopicPartition]; e != nil {
+		if e := o.electErrs[ch.TopicPartition]; e != nil {
 			skip.Code = plan.SkipElectionFailed
 			switch {
-			case putBack && back[ch.TopicPartition] != nil:
+			case o.putBack && o.back[ch.TopicPartition] != nil:
 				skip.Reason = fmt.Sprintf("the election failed (%v): the replica order was put back to %v", e, p.Replicas)
-			case back[ch.TopicPartition] != nil:
+			case o.back[ch.TopicPartition] != nil:
 				skip.Reason = fmt.Sprintf("replicas reordered to %v but the election failed (%v); the order stays: zk-nudge allows one controller failover per event", p.Replicas, e)
 			default:
 				skip.Reason = fmt.Sprintf("the election failed: %v", e)
@@ -239,14 +265,14 @@ func failedElectionOrders(reorders map[model.TopicPartition][]int32, electErrs m
 	return out
 }
 
-// rollback undoes what a final failure left half-done: zk-nudge topic znodes rewritten
+// Rollback undoes what a final failure left half-done: zk-nudge topic znodes rewritten
 // before a failover that did not happen are put back; partitions reordered whose election
 // did not take effect get their order back (api, zk-reassign).
-func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
-	e := &x.op.Entry
+func (o *reorderOp) Rollback(ctx context.Context, r *operation.Run) (string, error) {
+	e := r.Entry()
 	var done []string
 	if st := e.Nudge; st != nil && !st.FailoverStarted && !st.Restored {
-		zb, err := r.backend(x)
+		zb, err := o.backend(r)
 		if err != nil {
 			return "", err
 		}
@@ -260,17 +286,17 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 			done = append(done, fmt.Sprintf("left %v: changed by someone else since our write", kept))
 		}
 	}
-	snap, err := r.rd().Snapshot(ctx, topicsOf(e.Changes)...)
+	snap, err := o.rd(r).Snapshot(ctx, topicsOf(e.Changes)...)
 	if err != nil {
 		return strings.Join(done, "; "), transient(err)
 	}
 	back := unelected(e.Changes, snap.Partition)
 	switch {
 	case len(back) == 0:
-	case r.strategy == kafka.StrategyZKNudge:
+	case o.strategy == kafka.StrategyZKNudge:
 		done = append(done, fmt.Sprintf("%d partitions keep the new order without its election (zk-nudge allows one controller failover per event)", len(back)))
 	default:
-		be, err := r.backend(x)
+		be, err := o.backend(r)
 		if err != nil {
 			return strings.Join(done, "; "), err
 		}
@@ -279,11 +305,12 @@ func (r *reorderOp) rollback(ctx context.Context, x *exec) (string, error) {
 		}
 		done = append(done, fmt.Sprintf("replica order put back on %d partitions whose election had not taken effect", len(back)))
 	}
-	changes, err := report(ctx, r.rd(), e.Changes, true)
+	now, err := observe(ctx, o.rd(r), e.Changes, 0, allOf(e.Changes), true)
 	if err != nil {
 		return strings.Join(done, "; "), err
 	}
-	x.res.Changes = changes
+	r.Result.Changes = changedFrom(e.Changes, now, true)
+	leave(r, r.Result.Changes, now)
 	return strings.Join(done, "; "), nil
 }
 
@@ -301,12 +328,12 @@ func unelected(planned []plan.Change, part func(model.TopicPartition) (model.Par
 	return back
 }
 
-// apply runs op with retries of transient failures, for at most ApplyTimeout, each attempt
-// bounded: a request the controller never answers (its event queue was dropped when it
-// resigned, e.g. in a controller failover) must not hang the operation; the next attempt
-// finds the new controller.
-func (r *reorderOp) apply(ctx context.Context, log *zap.Logger, op func(ctx context.Context) error) error {
-	bound := r.h.cfg.ApplyTimeout
+// retry runs op with retries of transient failures, for at most ApplyTimeout, each
+// attempt bounded: a request the controller never answers (its event queue was dropped
+// when it resigned, e.g. in a controller failover) must not hang the operation; the next
+// attempt finds the new controller.
+func (o *reorderOp) retry(ctx context.Context, log *zap.Logger, op func(ctx context.Context) error) error {
+	bound := o.h.cfg.ApplyTimeout
 	actx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	err := retry.Do(actx, bound, func() error {
@@ -326,99 +353,21 @@ func (r *reorderOp) apply(ctx context.Context, log *zap.Logger, op func(ctx cont
 	return err
 }
 
-// observe reads the planned partitions until each shows its planned replicas and leader
-// (those in skip are not waited for) or timeout passes, and returns the last read. A read
-// that fails is tried again; when none succeeded, the error is returned (transient):
-// nothing counts as verified without a fresh read.
-//
-// With leaders false only the replica lists are compared (replication-factor changes do
-// not move leadership, but a broker restart may).
-func observe(ctx context.Context, rd kafka.Reader, planned []plan.Change, timeout time.Duration, skip map[model.TopicPartition]bool, leaders bool) (map[model.TopicPartition]model.Partition, error) {
-	deadline := time.Now().Add(timeout)
-	names := topicsOf(planned)
-	var last map[model.TopicPartition]model.Partition
-	for i := 0; ; i++ {
-		snap, err := rd.Snapshot(ctx, names...)
-		if err == nil {
-			last = map[model.TopicPartition]model.Partition{}
-			done := true
-			for _, ch := range planned {
-				p, ok := snap.Partition(ch.TopicPartition)
-				if !ok {
-					continue
-				}
-				last[ch.TopicPartition] = p
-				if !skip[ch.TopicPartition] && !shows(p, ch, leaders) {
-					done = false
-				}
-			}
-			if done {
-				return last, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			if last != nil {
-				return last, nil
-			}
-			if err == nil {
-				err = context.Cause(ctx)
-			}
-			return nil, transient(fmt.Errorf("verify: no fresh read of the cluster: %w", err))
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(kafka.PollDelay(i)):
+// reorderEntry reports whether the journaled plan is reorders and elections only (a
+// preferred-leader change or a shed): no change of a replica set. A replication-factor
+// change always changes the set of each partition it plans.
+func reorderEntry(e *journal.Entry) bool {
+	for _, ch := range e.Changes {
+		if !sameSet(ch.ReplicasBefore, ch.ReplicasAfter) {
+			return false
 		}
 	}
+	return true
 }
 
-// shows reports whether p is as ch planned (its replicas, and its leader when leaders).
-func shows(p model.Partition, ch plan.Change, leaders bool) bool {
-	return slices.Equal(p.Replicas, ch.ReplicasAfter) && !p.Reassigning() && (!leaders || p.Leader == ch.LeaderAfter)
-}
-
-// changedFrom lists the planned partitions whose state now (as read) differs from their
-// state before the first attempt: the changes the event made, across all attempts. With
-// leaders false, only a different replica list counts as a change.
-func changedFrom(planned []plan.Change, now map[model.TopicPartition]model.Partition, leaders bool) []plan.Change {
-	var out []plan.Change
-	for _, ch := range planned {
-		p, ok := now[ch.TopicPartition]
-		if !ok || slices.Equal(p.Replicas, ch.ReplicasBefore) && (!leaders || p.Leader == ch.LeaderBefore) {
-			continue
-		}
-		out = append(out, plan.Change{TopicPartition: ch.TopicPartition, ReplicasBefore: ch.ReplicasBefore, ReplicasAfter: p.Replicas,
-			LeaderBefore: ch.LeaderBefore, LeaderAfter: p.Leader})
-	}
-	return out
-}
-
-// report reads the planned partitions once and returns the changes they show.
-func report(ctx context.Context, rd kafka.Reader, planned []plan.Change, leaders bool) ([]plan.Change, error) {
-	now, err := observe(ctx, rd, planned, 0, allOf(planned), leaders)
-	if err != nil {
-		return nil, err
-	}
-	return changedFrom(planned, now, leaders), nil
-}
-
-func allOf(changes []plan.Change) map[model.TopicPartition]bool {
-	m := make(map[model.TopicPartition]bool, len(changes))
-	for _, ch := range changes {
-		m[ch.TopicPartition] = true
-	}
-	return m
-}
-
-func topicsOf(changes []plan.Change) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, ch := range changes {
-		if !seen[ch.Topic] {
-			seen[ch.Topic] = true
-			out = append(out, ch.Topic)
-		}
-	}
-	sort.Strings(out)
-	return out
+func sameSet(a, b []int32) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

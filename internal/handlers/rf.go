@@ -18,7 +18,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
-	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -37,7 +37,8 @@ type RFOptions struct {
 	ForeignWait time.Duration
 	// AllowInternal lets the factor of internal topics (__consumer_offsets, …) change.
 	AllowInternal bool
-	// Poll is the interval of progress checks. Default 2s.
+	// Poll is the interval of progress reports, and the longest between two checks of a
+	// copy (the checks begin at 20 ms and back off). Default 2s.
 	Poll time.Duration
 	// ThrottleSettle is how long to wait after setting throttles before the first copy
 	// starts. Brokers apply throttle configs asynchronously (ZooKeeper change
@@ -65,9 +66,6 @@ func (o *RFOptions) defaults() {
 	}
 }
 
-// Progress is the progress report of a copy (events.Progress, part of the contract).
-type Progress = events.Progress
-
 // rfTask raises or lowers a topic's replication factor: append (only the new replicas copy
 // data, leadership stays) or trim (out-of-sync first, never the leader), throttled, in
 // batches, with progress and a timeout across attempts. The throttles it sets are put back
@@ -77,15 +75,15 @@ type rfTask struct {
 	h        *Handlers
 	c        *Cluster
 	strategy kafka.Strategy
-	caps     kafka.Capabilities // probed when the event is prepared (each attempt, each takeover)
-	req      plan.RFRequest
+	caps     kafka.Capabilities // probed when the task is built (each attempt, each takeover)
+	topic    string
+	req      plan.RFRequest // a fresh run's request
 	timeout  time.Duration
 	rate     int64
-	job      *pipeline.Job
 	log      *zap.Logger
 }
 
-func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (task, error) {
+func (h *Handlers) newRF(ctx context.Context, c *Cluster, ev *events.Event, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (operation.Task, error) {
 	o := h.cfg.RF
 	strategy, caps, err := strategyFor(ctx, c, req.Strategy)
 	if err != nil {
@@ -93,87 +91,82 @@ func (h *Handlers) newRF(ctx context.Context, job *pipeline.Job, c *Cluster, req
 	}
 	res.Strategy = string(strategy)
 	if strategy == kafka.StrategyZKNudge {
-		return nil, reject("strategy zk-nudge never changes a replica set (the controller would not start or stop replicas): use api or zk-reassign")
+		return nil, operation.Reject("strategy zk-nudge never changes a replica set (the controller would not start or stop replicas): use api or zk-reassign")
 	}
 	if *req.ReplicationFactor < 1 {
-		return nil, reject("replication_factor %d: must be at least 1", *req.ReplicationFactor)
+		return nil, operation.Reject("replication_factor %d: must be at least 1", *req.ReplicationFactor)
 	}
 	minISR, err := minInsyncReplicas(ctx, c, req.Topic)
 	if err != nil {
 		return nil, err
 	}
-	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, job: job, log: log, timeout: o.Timeout, rate: o.Throttle,
-		req: plan.RFRequest{Topic: req.Topic, Partitions: req.Partitions, Factor: *req.ReplicationFactor, MinISR: minISR, AllowInternal: o.AllowInternal}}
-	if req.Timeout.Duration > 0 {
-		t.timeout = req.Timeout.Duration
-	}
-	if req.ThrottleBytesPerSec > 0 {
-		t.rate = req.ThrottleBytesPerSec
-	}
+	t := h.resumeRF(c, strategy, caps, req, nil, log)
+	t.req = plan.RFRequest{Topic: req.Topic, Partitions: req.Partitions, Factor: *req.ReplicationFactor, MinISR: minISR, AllowInternal: o.AllowInternal}
 	if err := throttleable(c, caps, t.rate); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-// throttleable rejects a change that asks for a throttle the cluster cannot have set and
-// put back safely (kafka.ChooseConfigs).
-func throttleable(c *Cluster, caps kafka.Capabilities, rate int64) error {
-	if rate <= 0 {
-		return nil
+// resumeRF builds the task of a replication-factor change: of a fresh request (e nil), or
+// of a journaled one (req nil when its request no longer decodes: no throttle is planned
+// then, which only a run that never reached its throttles would).
+func (h *Handlers) resumeRF(c *Cluster, strategy kafka.Strategy, caps kafka.Capabilities, req *events.ReplicaChange, e *journal.Entry, log *zap.Logger) *rfTask {
+	o := h.cfg.RF
+	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, log: log, timeout: o.Timeout, rate: o.Throttle}
+	if req != nil {
+		t.topic = req.Topic
+		if req.Timeout.Duration > 0 {
+			t.timeout = req.Timeout.Duration
+		}
+		if req.ThrottleBytesPerSec > 0 {
+			t.rate = req.ThrottleBytesPerSec
+		}
 	}
-	if _, err := kafka.ChooseConfigs(caps, c.ZK != nil); err != nil {
-		return reject("cluster %s: %v", c.Name, err)
+	if e != nil && len(e.Changes) > 0 {
+		t.topic = e.Changes[0].Topic
 	}
-	return nil
+	return t
 }
 
-// rd reads the cluster with what it has: before Kafka 2.4 a reassignment runs until
-// /admin/reassign_partitions no longer lists it, whatever the metadata shows.
-func (t *rfTask) rd() kafka.Reader { return t.c.reader(t.caps) }
+// rd reads the cluster with what it has (before Kafka 2.4 a reassignment runs until
+// /admin/reassign_partitions no longer lists it, whatever the metadata shows), at least as
+// new as what the last operation left.
+func (t *rfTask) rd(r *operation.Run) *freshReader {
+	return newFreshReader(t.c.reader(t.caps), r.Floor(), t.h.cfg.VerifyTimeout, r.Log)
+}
 
 // ours says whether an ongoing reassignment is this operation's: the journal lists it as
 // submitted, and it goes to the planned replicas.
 func ours(e *journal.Entry) func(model.TopicPartition, []int32) bool {
+	planned := make(map[model.TopicPartition][]int32, len(e.Changes))
+	for _, ch := range e.Changes {
+		planned[ch.TopicPartition] = ch.ReplicasAfter
+	}
 	return func(tp model.TopicPartition, to []int32) bool {
-		if !e.Submitted(tp) {
-			return false
-		}
-		for _, ch := range e.Changes {
-			if ch.TopicPartition == tp {
-				return sameSet(to, ch.ReplicasAfter)
-			}
-		}
-		return false
+		after, ok := planned[tp]
+		return ok && e.Submitted(tp) && sameSet(to, after)
 	}
 }
 
-func (t *rfTask) plan(ctx context.Context) (*model.Snapshot, plan.Plan, error) {
-	snap, err := t.rd().Snapshot(ctx) // every topic: balance is cluster-wide
+// Plan waits for reassignments started by someone else (a fresh run), then reads every
+// topic (balance is cluster-wide) and plans the append or trim.
+func (t *rfTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*operation.Planned, error) {
+	if !dry {
+		if err := waitForeign(ctx, t.rd(r), t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
+			return nil, err
+		}
+	}
+	snap, err := readNamed(ctx, t.c, t.rd(r), nil, t.req.Topic)
 	if err != nil {
-		return nil, plan.Plan{}, transient(err)
+		return nil, err
 	}
 	p, err := plan.ReplicationFactor(snap, t.req)
-	return snap, p, err
-}
-
-func (t *rfTask) start(ctx context.Context, x *exec) error {
-	if err := waitForeign(ctx, t.rd(), t.h.cfg.RF.ForeignWait, nil, t.log); err != nil {
-		return err
-	}
-	snap, p, err := planUntilUnblocked(ctx, 0, t.plan, t.log)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	planned(x.res, snap, p, 0)
-	if len(p.Changes) == 0 {
-		settle(x.res, 0)
-		return nil
-	}
-	if err := x.begin(ctx, journal.Entry{Changes: p.Changes, Deadline: time.Now().Add(t.timeout).UTC()}); err != nil {
-		return err
-	}
-	return t.resume(ctx, x)
+	return &operation.Planned{Changes: p.Changes, Noop: p.Noop, Skipped: append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...),
+		Deadline: time.Now().Add(t.timeout).UTC()}, nil
 }
 
 // timeoutError ends an operation that outlived its timeout (across attempts). Permanent.
@@ -186,11 +179,14 @@ type rfState struct {
 	done    []plan.Change // at the target replicas
 	running []plan.Change // our reassignment to the target is in progress
 	waiting []plan.Change // still at the replicas before: to submit
-	skips   []plan.Skip   // changed by someone else since the plan
+	skips   []plan.Skip   // changed by someone else since the plan, or gone
 }
 
 func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running), s.waiting...) }
 
+// classify finds where each planned partition stands. A partition the read does not show
+// is gone (its topic was deleted; read reads again while some broker still knows the
+// topic): skipped, never waited for.
 func classify(snap *model.Snapshot, e *journal.Entry) rfState {
 	var s rfState
 	mine := ours(e)
@@ -198,7 +194,7 @@ func classify(snap *model.Snapshot, e *journal.Entry) rfState {
 		p, ok := snap.Partition(ch.TopicPartition)
 		switch {
 		case !ok:
-			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: "the partition no longer exists"})
+			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: "the partition no longer exists (its topic was deleted)"})
 		case p.Reassigning() && mine(ch.TopicPartition, p.ReassigningTo()):
 			s.running = append(s.running, ch)
 		case p.Reassigning():
@@ -216,90 +212,116 @@ func classify(snap *model.Snapshot, e *journal.Entry) rfState {
 	return s
 }
 
-func sameSet(a, b []int32) bool {
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.Sort(a)
-	slices.Sort(b)
-	return slices.Equal(a, b)
+// read classifies the journaled partitions from a fresh read of the topic.
+func (t *rfTask) read(ctx context.Context, r *operation.Run) (rfState, error) {
+	snap, err := readNamed(ctx, t.c, t.rd(r), []string{t.topic}, t.topic)
+	if err != nil {
+		return rfState{}, err
+	}
+	return classify(snap, r.Entry()), nil
 }
 
-// resume carries the journaled change out from wherever it stands: it adopts our
-// reassignments still running, submits the rest batch by batch, restores the throttles and
-// verifies. When its context ends it returns at once, writing nothing: the caller decides
-// (timeout: roll back; shutdown or lost lock: leave it for the next holder).
-func (t *rfTask) resume(ctx context.Context, x *exec) error {
-	e := &x.op.Entry
-	res := x.res
-	res.Noop, res.Skipped = e.Noop, slices.Clone(e.Skipped)
+// Apply carries the journaled change out from wherever it stands: it adopts our
+// reassignments still running, submits the rest batch by batch, and restores the
+// throttles once nothing copies. When its context ends it returns at once, writing
+// nothing: the engine decides (timeout: roll back; shutdown or lost lock: leave it for the
+// next holder).
+func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
+	e := r.Entry()
 	ctx, cancel := context.WithDeadlineCause(ctx, e.Deadline, &timeoutError{t.timeout})
 	defer cancel()
 
-	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
+	st, err := t.read(ctx, r)
 	if err != nil {
-		return stopped(ctx, transient(err))
+		return stopped(ctx, err)
 	}
-	st := classify(snap, e)
-	res.Skipped = append(res.Skipped, st.skips...)
 	pending := st.pending()
 	if len(st.running) > 0 {
 		t.log.Info("adopting reassignments of an earlier attempt", zap.Strings("partitions", tpsOf(st.running)))
 	}
-	if err := t.throttle(ctx, x, pending); err != nil {
+	if err := t.throttle(ctx, r, pending); err != nil {
 		return stopped(ctx, err)
 	}
 	batches := batchMoves(pending, t.h.cfg.RF.MaxMovesPerBroker)
 	adm := kadm.NewClient(t.c.Client)
-	expected := expectedBytes(ctx, adm, t.req.Topic, e.Changes)
+	expected := expectedBytes(ctx, adm, t.topic, e.Changes)
 	done := len(st.done)
+	running := map[model.TopicPartition]bool{}
+	for _, ch := range st.running {
+		running[ch.TopicPartition] = true
+	}
+	// Every reassignment this run may submit is journaled as ours at once, before the
+	// first: one journal write, not one a batch (an entry may claim a write that never
+	// happened, never the reverse; and a reassignment of one of these partitions to its
+	// planned target is ours to wait for whoever started it).
+	claimed := false
+	for _, ch := range st.waiting {
+		if !e.Submitted(ch.TopicPartition) {
+			e.Reassignments = append(e.Reassignments, ch.TopicPartition)
+			claimed = true
+		}
+	}
+	if claimed || e.Step != journal.StepCopying && len(st.waiting) > 0 {
+		if err := r.Save(ctx, journal.StepCopying); err != nil {
+			return stopped(ctx, err)
+		}
+	}
 	for bi, batch := range batches {
 		var submit []plan.Change
 		for _, ch := range batch {
-			if !slices.ContainsFunc(st.running, func(r plan.Change) bool { return r.TopicPartition == ch.TopicPartition }) {
+			if !running[ch.TopicPartition] {
 				submit = append(submit, ch)
 			}
 		}
 		if len(submit) > 0 {
-			if err := waitForeign(ctx, t.rd(), t.h.cfg.RF.ForeignWait, ours(e), t.log); err != nil {
+			if err := waitForeign(ctx, t.rd(r), t.h.cfg.RF.ForeignWait, ours(e), t.log); err != nil {
 				return stopped(ctx, err)
 			}
-			for _, ch := range submit {
-				if !e.Submitted(ch.TopicPartition) {
-					e.Reassignments = append(e.Reassignments, ch.TopicPartition)
-				}
-			}
-			if err := x.save(ctx, journal.StepCopying); err != nil {
-				return stopped(ctx, err)
-			}
-			if err := t.submit(ctx, x, submit); err != nil {
+			if err := t.submit(ctx, r, submit); err != nil {
 				return stopped(ctx, fmt.Errorf("submit batch %d of %d: %w", bi+1, len(batches), err))
 			}
 		}
-		x.hook(StepCopying)
-		for {
-			waiting, err := pendingMoves(ctx, t.rd(), batch)
+		r.Step(operation.StepCopying)
+		reported := time.Time{}
+		for i := 0; ; i++ {
+			waiting, err := t.pendingMoves(ctx, r, batch)
 			if err == nil && len(waiting) == 0 {
 				break
 			}
-			x.job.Progress(Progress{ID: x.job.Event.ID, Batch: bi + 1, Batches: len(batches), PartitionsDone: done + len(batch) - len(waiting),
-				PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, t.req.Topic, e.Changes)})
+			if time.Since(reported) >= t.h.cfg.RF.Poll {
+				r.Progress(events.Progress{Batch: bi + 1, Batches: len(batches), PartitionsDone: done + len(batch) - len(waiting),
+					PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, t.topic, e.Changes)})
+				reported = time.Now()
+			}
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)
-			case <-time.After(t.h.cfg.RF.Poll):
+			case <-time.After(min(20*time.Millisecond<<min(i, 10), t.h.cfg.RF.Poll)): // soon at first: trims and small copies end at once
 			}
 		}
 		done += len(batch)
 	}
-	if err := t.restore(ctx, x); err != nil {
-		return stopped(ctx, err)
-	}
-	skipped := skippedOf(st.skips)
-	now, err := observe(ctx, t.rd(), e.Changes, 30*time.Second, skipped, false)
+	return stopped(ctx, t.restore(ctx, r))
+}
+
+// Verify reads the planned partitions until they show their target replicas (those skipped
+// are not waited for), and reports the replicas each change added, with the bytes they
+// hold.
+func (t *rfTask) Verify(ctx context.Context, r *operation.Run) (int, error) {
+	e, res := r.Entry(), r.Result
+	st, err := t.read(ctx, r)
 	if err != nil {
-		return stopped(ctx, err)
+		return 0, err
+	}
+	res.Noop, res.Skipped = e.Noop, append(slices.Clone(e.Skipped), st.skips...)
+	skipped := skippedOf(st.skips)
+	now, err := observe(ctx, t.rd(r), e.Changes, t.h.cfg.VerifyTimeout, skipped, false)
+	if err != nil {
+		return 0, err
 	}
 	res.Changes = changedFrom(e.Changes, now, false)
-	copied := addedBytes(ctx, adm, t.req.Topic, res.Changes)
+	leave(r, res.Changes, now)
+	copied := addedBytes(ctx, kadm.NewClient(t.c.Client), t.topic, res.Changes)
 	for i := range res.Changes {
 		res.Changes[i].Bytes = copied[res.Changes[i].TopicPartition]
 	}
@@ -315,31 +337,13 @@ func (t *rfTask) resume(ctx context.Context, x *exec) error {
 		}
 		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified, Reason: fmt.Sprintf("after the change: replicas %v (wanted %v)", p.Replicas, ch.ReplicasAfter)})
 	}
-	settle(res, verified)
-	return nil
+	return verified, nil
 }
 
-// stopped prefers the context's cause (timeout, lost lock, shutdown) to the error of the
-// request it interrupted.
-func stopped(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return err
-}
-
-func skippedOf(skips []plan.Skip) map[model.TopicPartition]bool {
-	m := map[model.TopicPartition]bool{}
-	for _, s := range skips {
-		m[s.TopicPartition] = true
-	}
-	return m
-}
-
-// throttle sets the replication throttle of the moves still to copy (see setThrottles).
-func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) error {
-	return x.setThrottles(ctx, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
-		spec := kafka.ThrottleSpec{Topic: t.req.Topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
+// throttle sets the replication throttle of the moves still to copy (see throttles.set).
+func (t *rfTask) throttle(ctx context.Context, r *operation.Run, pending []plan.Change) error {
+	return throttles{t.h, t.c}.set(ctx, r, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
+		spec := kafka.ThrottleSpec{Topic: t.topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
 		for _, ch := range pending {
 			if added := minus(ch.ReplicasAfter, ch.ReplicasBefore); len(added) > 0 {
 				spec.Followers[ch.Partition] = added
@@ -358,157 +362,12 @@ func (t *rfTask) throttle(ctx context.Context, x *exec, pending []plan.Change) e
 }
 
 // restore puts back the throttles the operation set, where they still hold our value.
-func (t *rfTask) restore(ctx context.Context, x *exec) error {
-	return x.restoreThrottles(ctx, "while the copy ran")
-}
-
-// setThrottles sets the operation's throttle keys. A fresh operation (none journaled yet)
-// that wants a throttle plans them with planKeys (none: nothing to set) and journals the
-// keys and the values they hold before setting any; a resumed one applies the journaled
-// keys again, idempotently, and never takes our own values for someone else's. After a
-// fresh set it waits settle, so that the brokers put the throttles in force before
-// anything copies.
-func (x *exec) setThrottles(ctx context.Context, settle time.Duration, want bool, planKeys func(kafka.Throttler) ([]kafka.ThrottleKey, error)) error {
-	e := &x.op.Entry
-	fresh := e.Throttles == nil
-	if fresh && !want {
-		return nil
-	}
-	th, err := x.throttler(ctx)
-	if err != nil {
-		return err
-	}
-	if fresh {
-		keys, err := planKeys(th)
-		if err != nil {
-			return err
-		}
-		if len(keys) == 0 {
-			return nil
-		}
-		e.Throttles = keys
-		if err := x.save(ctx, journal.StepThrottling); err != nil {
-			return err
-		}
-	}
-	kept, err := th.ApplyThrottles(ctx, e.Throttles)
-	if err != nil {
-		return throttleErr(fmt.Errorf("set throttles: %w", err))
-	}
-	if fresh {
-		x.h.cfg.Metrics.ThrottlesSet(x.l.c.Name, len(e.Throttles)-len(kept))
-	}
-	if keepThrottles(x, kept, "before we set it") {
-		if err := x.op.Save(ctx); err != nil {
-			return err
-		}
-	}
-	if fresh && settle > 0 {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(settle):
-		}
-	}
-	x.hook(StepThrottled)
-	return nil
-}
-
-// restoreThrottles puts back the throttles the operation set, where they still hold our
-// value (when names the time a change by someone else happened, for the note).
-func (x *exec) restoreThrottles(ctx context.Context, when string) error {
-	e := &x.op.Entry
-	if len(e.Throttles) == 0 {
-		return nil
-	}
-	th, err := x.throttler(ctx)
-	if err != nil {
-		return err
-	}
-	kept, err := th.RestoreThrottles(ctx, e.Throttles)
-	if err != nil {
-		return throttleErr(fmt.Errorf("restore throttles: %w", err))
-	}
-	x.h.cfg.Metrics.ThrottlesRestored(x.l.c.Name, len(e.Throttles)-len(kept), len(kept))
-	keepThrottles(x, kept, when)
-	e.Throttles = nil
-	return x.op.Save(ctx)
-}
-
-// throttler is how the cluster's throttles are read and written, chosen for each step from
-// what the cluster has now (kafka.ChooseConfigs): its config znodes when the worker has the
-// cluster's ZooKeeper and /controller names no KRaft controller (the writes fenced by the
-// lease), else IncrementalAlterConfigs.
-func (x *exec) throttler(ctx context.Context) (kafka.Throttler, error) {
-	c := x.l.c
-	caps, err := kafka.Probe(ctx, c.Client)
-	if err != nil {
-		return kafka.Throttler{}, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
-	}
-	zk, err := zkConfigs(ctx, c)
-	if err != nil {
-		return kafka.Throttler{}, err
-	}
-	mech, err := kafka.ChooseConfigs(caps, zk)
-	if err != nil {
-		return kafka.Throttler{}, fmt.Errorf("cluster %s: %w", c.Name, err)
-	}
-	th := kafka.Throttler{Client: c.Client, Mechanism: mech}
-	if mech == kafka.ConfigZnodes {
-		w, err := x.l.zkWriter()
-		if err != nil {
-			return kafka.Throttler{}, err
-		}
-		th.ZK, th.Chroot, th.Writer = c.ZK.Conn(), c.Chroot, w
-	}
-	return th, nil
-}
-
-// zkConfigs reports whether the cluster's throttles can go through its config znodes: the
-// worker has its ZooKeeper, and no KRaft controller owns it (a migration: it would ignore
-// them, and the brokers take their configs from it).
-func zkConfigs(ctx context.Context, c *Cluster) (bool, error) {
-	if c.ZK == nil {
-		return false, nil
-	}
-	ctrl, err := kafka.WaitController(ctx, c.ZK.Conn(), c.Chroot)
-	if err != nil {
-		return false, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
-	}
-	return !ctrl.KRaft(), nil
-}
-
-// throttleErr marks a throttle failure transient, unless no retry can help: a broker that
-// hides a value, a KRaft controller, a mechanism the cluster lacks.
-func throttleErr(err error) error {
-	if errors.Is(err, kafka.ErrHiddenConfig) || errors.Is(err, kafka.ErrKRaftController) || errors.Is(err, kafka.ErrUnsupported) {
-		return err
-	}
-	return transient(err)
-}
-
-// keepThrottles records throttle keys found holding someone else's value (left alone) and
-// reports whether there were any.
-func keepThrottles(x *exec, kept []kafka.KeptThrottle, when string) bool {
-	e := &x.op.Entry
-	for _, k := range kept {
-		if slices.ContainsFunc(e.ThrottlesKept, func(o kafka.KeptThrottle) bool {
-			return o.Entity == k.Entity && o.Name == k.Name && o.Key == k.Key
-		}) {
-			continue
-		}
-		e.ThrottlesKept = append(e.ThrottlesKept, k)
-		cur := "unset"
-		if k.Current != nil {
-			cur = strconv.Quote(*k.Current)
-		}
-		x.op.Note(fmt.Sprintf("Throttle %s of %s %s was changed by someone else %s (now %s, ours %q): left as they set it.", k.Key, k.Entity, k.Name, when, cur, k.Ours))
-	}
-	return len(kept) > 0
+func (t *rfTask) restore(ctx context.Context, r *operation.Run) error {
+	return throttles{t.h, t.c}.restore(ctx, r, "while the copy ran")
 }
 
 // submit starts the reassignments of a batch.
-func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error {
+func (t *rfTask) submit(ctx context.Context, r *operation.Run, batch []plan.Change) error {
 	targets := map[model.TopicPartition][]int32{}
 	for _, ch := range batch {
 		targets[ch.TopicPartition] = ch.ReplicasAfter
@@ -517,7 +376,7 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 		if t.c.ZK == nil {
 			return errors.New("strategy zk-reassign needs the cluster's zookeeper")
 		}
-		w, err := x.l.zkWriter()
+		w, err := zkWriter(r, t.c)
 		if err != nil {
 			return err
 		}
@@ -526,76 +385,80 @@ func (t *rfTask) submit(ctx context.Context, x *exec, batch []plan.Change) error
 	return kafka.SubmitReassignment(ctx, t.c.Client, targets)
 }
 
-// rollback cancels our reassignments still running (the replica sets go back), restores
+// Rollback cancels our reassignments still running (the replica sets go back), restores
 // the throttles, and says what finished. A cluster that cannot cancel (Kafka before 2.4:
 // no KIP-455; asked again now, a rolling upgrade may have come since the event began)
 // leaves them running to their end: the entry is kept, at StepAwaiting, with the throttles
-// they need, and awaitDetached restores those once they have ended.
-func (t *rfTask) rollback(ctx context.Context, x *exec) (string, error) {
-	e := &x.op.Entry
+// they need, and AwaitDetached restores those once they have ended. Partitions whose
+// topic was deleted meanwhile are gone: nothing of theirs runs, and their topic's
+// throttles went with it.
+func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error) {
+	e := r.Entry()
 	caps, err := kafka.Probe(ctx, t.c.Client)
 	if err != nil {
 		return "", transient(fmt.Errorf("cluster %s: %w", t.c.Name, err))
 	}
 	t.caps = caps
-	snap, err := t.rd().Snapshot(ctx, t.req.Topic)
+	st, err := t.read(ctx, r)
 	if err != nil {
-		return "", transient(err)
+		return "", err
 	}
-	st := classify(snap, e)
 	var parts []string
 	if len(st.running) > 0 && !caps.AlterPartitionAssignment {
 		parts = append(parts, fmt.Sprintf("%d reassignments still running, which Kafka before 2.4 cannot cancel (%s): they run to their end; "+
 			"the throttles stay until then, and are restored then", len(st.running), strings.Join(tpsOf(st.running), ", ")),
 			fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
 		e.Step = journal.StepAwaiting
-		if err := x.op.Save(ctx); err != nil {
+		if err := r.Op.Save(ctx); err != nil {
 			return strings.Join(parts, "; "), err
 		}
-		changes, err := report(ctx, t.rd(), st.done, false)
+		changes, err := report(ctx, t.rd(r), st.done, false)
 		if err != nil {
 			return strings.Join(parts, "; "), err
 		}
-		x.res.Changes = changes
+		r.Result.Changes = changes
 		return strings.Join(parts, "; "), nil
 	}
 	if len(st.running) > 0 {
-		if err := cancelMoves(ctx, t.c, st.running); err != nil {
+		if err := kafka.CancelReassignments(ctx, t.c.Client, tpsOfChanges(st.running)); err != nil {
 			return "", fmt.Errorf("cancel %d unfinished reassignments: %w", len(st.running), err)
 		}
 		parts = append(parts, fmt.Sprintf("cancelled %d unfinished reassignments (%s)", len(st.running), strings.Join(tpsOf(st.running), ", ")))
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
-	if err := t.restore(ctx, x); err != nil {
+	if gone := len(st.skips); gone > 0 {
+		parts = append(parts, fmt.Sprintf("%d skipped (%s)", gone, st.skips[0].Reason))
+	}
+	if err := t.restore(ctx, r); err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	changes, err := report(ctx, t.rd(), e.Changes, false)
+	now, err := observe(ctx, t.rd(r), e.Changes, 0, allOf(e.Changes), false)
 	if err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	x.res.Changes = changes
+	r.Result.Changes = changedFrom(e.Changes, now, false)
+	leave(r, r.Result.Changes, now)
 	return strings.Join(parts, "; "), nil
 }
 
-// awaitDetached finishes an operation that a final failure left at StepAwaiting (its result
-// is published): it waits, the lock held, until the reassignments it left running have
-// ended (no longer in /admin/reassign_partitions), however long they take — on a cluster
-// that cannot cancel them, no other reassignment could run meanwhile anyway — then puts
-// its throttles back (compare-and-restore). The caller deletes the entry. It returns
-// early, writing nothing, when ctx ends (shutdown, lost lock): the next holder of the lock
-// calls it again.
-func (t *rfTask) awaitDetached(ctx context.Context, x *exec) error {
-	e := &x.op.Entry
+// AwaitDetached finishes an operation that a final failure left at StepAwaiting (its
+// result is published): it waits, the lock held, until the reassignments it left running
+// have ended (no longer in /admin/reassign_partitions), however long they take — on a
+// cluster that cannot cancel them, no other reassignment could run meanwhile anyway —
+// then puts its throttles back (compare-and-restore). The engine closes the entry. It
+// returns early, writing nothing, when ctx ends (shutdown, lost lock): the event is
+// delivered again, and that delivery waits again.
+func (t *rfTask) AwaitDetached(ctx context.Context, r *operation.Run) error {
+	e := r.Entry()
 	var last []string
 	for {
-		snap, err := t.rd().Snapshot(ctx, t.req.Topic)
+		st, err := t.read(ctx, r)
 		if err == nil {
-			st := classify(snap, e)
 			if len(st.running) == 0 {
 				break
 			}
 			if now := tpsOf(st.running); !slices.Equal(now, last) {
-				x.log.Info("waiting for our reassignments, which this cluster cannot cancel, to end before restoring the throttles",
+				r.Log.Info("waiting for our reassignments, which this cluster cannot cancel, to end before restoring the throttles",
 					zap.Strings("partitions", now), zap.Int("throttles", len(e.Throttles)))
 				last = now
 			}
@@ -606,14 +469,22 @@ func (t *rfTask) awaitDetached(ctx context.Context, x *exec) error {
 		case <-time.After(t.h.cfg.RF.Poll):
 		}
 	}
-	if err := t.restore(ctx, x); err != nil {
+	if err := t.restore(ctx, r); err != nil {
 		return err
 	}
 	for _, n := range e.Notes {
-		x.log.Info("after the result", zap.String("note", n))
+		r.Log.Info("after the result", zap.String("note", n))
 	}
-	x.log.Info("reassignments ended; throttles restored", zap.String("event", e.Event))
+	r.Log.Info("reassignments ended; throttles restored", zap.String("event", e.Event))
 	return nil
+}
+
+func tpsOfChanges(l []plan.Change) []model.TopicPartition {
+	out := make([]model.TopicPartition, len(l))
+	for i, ch := range l {
+		out[i] = ch.TopicPartition
+	}
+	return out
 }
 
 func minus(a, b []int32) []int32 {
@@ -637,7 +508,7 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 		err = rc.Err
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return 0, reject("topic %q does not exist", topic)
+		return 0, operation.Reject("topic %q does not exist", topic)
 	}
 	if err != nil {
 		return 0, transient(fmt.Errorf("describe configs of %s: %w", topic, err))
@@ -650,11 +521,16 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 	return 1, nil
 }
 
+// reassignmentLister lists ongoing reassignments (kafka.Reader, freshReader).
+type reassignmentLister interface {
+	Reassignments(ctx context.Context, topics []string) (map[model.TopicPartition]kafka.Reassignment, error)
+}
+
 // waitForeign waits until no reassignment runs on the cluster but ours (those ours
 // reports, from the journal), backing off, for at most wait; then it fails with the list
 // of those still running. It lists them through the API (Kafka 2.4+) or, before, from
 // /admin/reassign_partitions.
-func waitForeign(ctx context.Context, rd kafka.Reader, wait time.Duration, ours func(model.TopicPartition, []int32) bool, log *zap.Logger) error {
+func waitForeign(ctx context.Context, rd reassignmentLister, wait time.Duration, ours func(model.TopicPartition, []int32) bool, log *zap.Logger) error {
 	end := time.Now().Add(wait)
 	delay := time.Second
 	for {
@@ -725,53 +601,24 @@ func batchMoves(changes []plan.Change, max int) [][]plan.Change {
 	return batches
 }
 
-// pendingMoves lists the batch's partitions not yet at their target replicas, or still
-// being reassigned: before Kafka 2.4, still listed in /admin/reassign_partitions (the
-// metadata shows the target replicas from the start).
-func pendingMoves(ctx context.Context, rd kafka.Reader, batch []plan.Change) ([]plan.Change, error) {
-	snap, err := rd.Snapshot(ctx, topicsOf(batch)...)
+// pendingMoves lists the batch's partitions still copying or still to submit, from a fresh
+// read: not yet at their target replicas, or still being reassigned (before Kafka 2.4,
+// still listed in /admin/reassign_partitions: the metadata shows the target replicas from
+// the start). A partition gone (its topic deleted) or changed by someone else is not
+// waited for.
+func (t *rfTask) pendingMoves(ctx context.Context, r *operation.Run, batch []plan.Change) ([]plan.Change, error) {
+	st, err := t.read(ctx, r)
 	if err != nil {
 		return batch, err
 	}
+	pending := allOf(st.pending())
 	var out []plan.Change
 	for _, ch := range batch {
-		p, ok := snap.Partition(ch.TopicPartition)
-		if !ok || !shows(p, ch, false) {
+		if pending[ch.TopicPartition] {
 			out = append(out, ch)
 		}
 	}
 	return out, nil
-}
-
-// cancelMoves cancels the reassignments of the pending partitions (KIP-455: the replica
-// set goes back to what it was).
-func cancelMoves(ctx context.Context, c *Cluster, pending []plan.Change) error {
-	if len(pending) == 0 {
-		return nil
-	}
-	req := kadm.AlterPartitionAssignmentsReq{}
-	for _, ch := range pending {
-		req.CancelAssign(ch.Topic, ch.Partition)
-	}
-	resp, err := kadm.NewClient(c.Client).AlterPartitionAssignments(ctx, req)
-	if err != nil {
-		return transient(err)
-	}
-	var errs []error
-	resp.Each(func(r kadm.AlterPartitionAssignmentsResponse) {
-		if r.Err != nil && !errors.Is(r.Err, kerr.NoReassignmentInProgress) {
-			errs = append(errs, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, r.Err))
-		}
-	})
-	return errors.Join(errs...)
-}
-
-func tpsOf(l []plan.Change) []string {
-	out := make([]string, len(l))
-	for i, ch := range l {
-		out[i] = ch.TopicPartition.String()
-	}
-	return out
 }
 
 // expectedBytes is what the new replicas must copy: the leader replica's size, once per

@@ -107,6 +107,9 @@ type Entry struct {
 	Nudge *model.NudgeState `json:"nudge,omitempty"`
 	// Notes are remarks for the result (what was kept, rolled back, taken over).
 	Notes []string `json:"notes,omitempty"`
+	// Floor is what the cluster's previous operation left (its entry's Left): the reads of
+	// this one must show at least that.
+	Floor []model.Seen `json:"floor,omitempty"`
 	// Left is what the operation left on the cluster, as the last fresh read showed each
 	// partition it changed: recorded with StepDone, kept when the entry is closed.
 	Left []model.Seen `json:"left,omitempty"`

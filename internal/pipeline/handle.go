@@ -27,92 +27,167 @@ type delivery struct {
 	raw     RawEvent
 	ev      *events.Event // once decoded
 	attempt int
+	started time.Time
 	log     *zap.Logger
 }
 
-// handle turns one delivery into a result (or a delayed redelivery).
+// handle turns one delivery into a result (or a delayed redelivery), in phases: receive
+// the message; give up on an event delivered more often than allowed; decode it (an
+// invalid one is rejected); replay the result of one handled already; drop one expired;
+// run its handler; conclude from what the handler returned.
 func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
-	started := time.Now()
-	d := &delivery{msg: msg, attempt: 1}
+	d := p.receive(msg)
+	if d.attempt > p.cfg.MaxAttempts {
+		p.giveUp(ctx, d)
+		return
+	}
+	if !p.decode(ctx, d) || p.replayed(ctx, d) || p.expired(ctx, d) {
+		return
+	}
+	h, ok := p.handlers[d.ev.Type]
+	if !ok {
+		res := p.base(d)
+		res.Status, res.Error = events.StatusFailed, fmt.Sprintf("this worker has no handler for %s events", d.ev.Type)
+		p.finish(ctx, d, res)
+		return
+	}
+	job, out := p.run(ctx, d, h)
+	p.conclude(ctx, d, job, out)
+}
+
+// receive reads what the message says of itself: its delivery count, stream sequence,
+// subject, headers and body.
+func (p *Pipeline) receive(msg jetstream.Msg) *delivery {
+	d := &delivery{msg: msg, attempt: 1, started: time.Now()}
 	if md, err := msg.Metadata(); err == nil {
 		d.attempt, d.raw.Seq = int(md.NumDelivered), md.Sequence.Stream
 	}
 	d.raw.Subject, d.raw.Header, d.raw.Data = msg.Subject(), msg.Headers(), msg.Data()
 	d.log = p.log.With(zap.String("subject", msg.Subject()), zap.Int("attempt", d.attempt), zap.Uint64("seq", d.raw.Seq))
+	return d
+}
 
-	if d.attempt > p.cfg.MaxAttempts {
-		// Every earlier delivery ended without an acknowledgement: the workers handling it
-		// stopped each time (perhaps because of it). Do not run it again.
-		res := p.unhandled(d.raw, d.attempt, started)
-		d.log.Error("event delivered more often than allowed; giving up on it", zap.String("id", res.ID), zap.String("error", res.Error))
-		job := p.abandon(ctx, d, res, started)
-		p.poison(ctx, d, res, res.Error, job)
-		return
+// giveUp ends an event delivered more often than allowed: every earlier delivery ended
+// without a final answer (their workers stopped, perhaps because of it, or left its
+// operation in flight). A result stored meanwhile (its acknowledgement was lost) is
+// replayed; otherwise the handler rolls back what its attempts left (Finisher.Abandon), a
+// copy goes to the dead letters, the failed result is stored and the message terminated.
+// The pipeline, not the server, bounds the deliveries (the consumer delivers without a
+// limit): when a step fails (storage full) the message is delivered again later, and the
+// event ends with a result once storage is back.
+func (p *Pipeline) giveUp(ctx context.Context, d *delivery) {
+	if ev, err := d.raw.Decode(p.decodeOptions()); err == nil {
+		d.ev = ev
+		if p.replayed(ctx, d) {
+			return
+		}
 	}
+	res := p.unhandled(d.raw, d.attempt, d.started)
+	d.log.Error("event delivered more often than allowed; giving up on it", zap.String("id", res.ID), zap.String("error", res.Error))
+	job := p.abandon(ctx, d, res)
+	if job != nil {
+		if stored, own := job.publishedResult(); stored != nil && stored.Status.OK() {
+			// Its operation was done: the true result, no dead letter.
+			p.settle(ctx, d, stored, own)
+			return
+		}
+	}
+	p.poison(ctx, d, res, res.Error, job)
+}
 
+// decode decodes and validates the event; an invalid one gets a rejected result (and is
+// never retried). It reports whether the event decoded.
+func (p *Pipeline) decode(ctx context.Context, d *delivery) bool {
 	ev, err := d.raw.Decode(p.decodeOptions())
 	if err != nil {
 		id, typ, cluster := identify(d.raw, err)
 		res := &events.Result{ID: id, Type: typ, Cluster: cluster, Status: events.StatusRejected,
-			Error: err.Error(), Attempt: d.attempt, Worker: p.cfg.Worker, StartedAt: started}
+			Error: err.Error(), Attempt: d.attempt, Worker: p.cfg.Worker, StartedAt: d.started}
 		d.log.Warn("event rejected", zap.String("id", res.ID), zap.Error(err))
 		p.finish(ctx, d, res)
-		return
+		return false
 	}
 	d.ev = ev
 	d.log = d.log.With(zap.String("id", ev.ID), zap.String("type", ev.Type), zap.String("cluster", ev.Cluster))
+	return true
+}
 
-	results := p.store()
-	if earlier, ok, err := results.Earlier(ctx, ev.ID); err != nil {
+// replayed answers an event whose result is stored already: the result is published
+// again, the handler (a Finisher) finishes what the event's operation left after its
+// result, and the message is acknowledged. It reports whether the event was answered so
+// (or left for redelivery because the lookup, or the handler's finishing, could not be
+// done now).
+func (p *Pipeline) replayed(ctx context.Context, d *delivery) bool {
+	earlier, ok, err := p.store().Earlier(ctx, d.ev.ID)
+	if err != nil {
 		p.nak(ctx, d, "look up an earlier result failed", err)
-		return
-	} else if ok {
-		d.log.Info("event already handled; publishing its result again", zap.String("status", string(earlier.Status)))
-		p.publishReplay(d, earlier)
-		if f, ok := p.handlers[ev.Type].(Finisher); ok {
-			// Before the acknowledgement, the message kept alive: what the handler finishes
-			// for the event may take a while, and a worker that dies meanwhile leaves it to
-			// the next delivery.
-			fctx, stop := context.WithCancel(ctx)
-			stopAlive := p.keepAlive(fctx, msg)
-			f.Replayed(fctx, &Job{Event: ev, Raw: d.raw, Attempt: d.attempt, Worker: p.cfg.Worker, Started: started, Results: results})
-			stopAlive()
-			stop()
-			if ctx.Err() != nil {
-				// Stopping, perhaps before the handler finished: the next delivery replays
-				// again and finishes it.
-				p.nak(ctx, d, "", nil)
-				return
-			}
-		}
-		p.ack(ctx, d)
-		return
+		return true
 	}
-
-	base := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Attempt: d.attempt, Worker: p.cfg.Worker, StartedAt: started}
-	if ev.Expired(started) {
-		base.Status, base.Error = events.StatusExpired, fmt.Sprintf("expired at %s, before it ran", ev.ExpiresAt.Format(time.RFC3339))
-		d.log.Info("event expired")
-		p.finish(ctx, d, base)
-		return
-	}
-	h, ok := p.handlers[ev.Type]
 	if !ok {
-		base.Status, base.Error = events.StatusFailed, fmt.Sprintf("this worker has no handler for %s events", ev.Type)
-		p.finish(ctx, d, base)
-		return
+		return false
 	}
+	d.log.Info("event already handled; publishing its result again", zap.String("status", string(earlier.Status)))
+	p.publishReplay(d, earlier)
+	if f, ok := p.handlers[d.ev.Type].(Finisher); ok {
+		// Before the acknowledgement, the message kept alive: what the handler finishes
+		// for the event may take a while, and a worker that dies meanwhile leaves it to
+		// the next delivery.
+		fctx, stop := context.WithCancel(ctx)
+		stopAlive := p.keepAlive(fctx, d.msg)
+		err := f.Replayed(fctx, p.job(d))
+		stopAlive()
+		stop()
+		if retry.IsInFlight(err) || ctx.Err() != nil {
+			// Stopping, or the operation still has work to finish: the next delivery
+			// replays again and finishes it.
+			p.nak(ctx, d, "the event's operation has work left after its result; delivering it again", err)
+			return true
+		}
+	}
+	p.ack(ctx, d)
+	return true
+}
 
-	// Keep the message alive while the handler works.
+// expired drops an event whose expiresat has passed, with result expired.
+func (p *Pipeline) expired(ctx context.Context, d *delivery) bool {
+	if !d.ev.Expired(d.started) {
+		return false
+	}
+	res := p.base(d)
+	res.Status, res.Error = events.StatusExpired, fmt.Sprintf("expired at %s, before it ran", d.ev.ExpiresAt.Format(time.RFC3339))
+	d.log.Info("event expired")
+	p.finish(ctx, d, res)
+	return true
+}
+
+// base is the result skeleton of a decoded delivery.
+func (p *Pipeline) base(d *delivery) *events.Result {
+	return &events.Result{ID: d.ev.ID, Type: d.ev.Type, Cluster: d.ev.Cluster, Attempt: d.attempt, Worker: p.cfg.Worker, StartedAt: d.started}
+}
+
+// job is the handler's view of the delivery.
+func (p *Pipeline) job(d *delivery) *Job {
+	return &Job{event: d.ev, raw: d.raw, attempt: d.attempt, last: d.attempt >= p.cfg.MaxAttempts,
+		worker: p.cfg.Worker, started: d.started, results: p.store(),
+		nc: p.nc, alive: func() { _ = d.msg.InProgress() }}
+}
+
+// run runs the handler, the message kept alive meanwhile.
+func (p *Pipeline) run(ctx context.Context, d *delivery, h Handler) (*Job, outcome) {
 	hctx, stop := context.WithCancel(ctx)
 	defer stop()
-	defer p.keepAlive(hctx, msg)()
-	job := &Job{Event: ev, Raw: d.raw, Attempt: d.attempt, LastAttempt: d.attempt >= p.cfg.MaxAttempts,
-		Worker: p.cfg.Worker, Started: started, Results: results,
-		nc: p.nc, alive: func() { _ = msg.InProgress() }}
-	out := call(hctx, h, job)
-	stop()
+	defer p.keepAlive(hctx, d.msg)()
+	job := p.job(d)
+	return job, call(hctx, h, job)
+}
 
+// conclude settles the delivery from what its handler came to: a panic goes to the dead
+// letters; an operation left in flight is delivered again, whatever the attempt; a result
+// the handler stored is acknowledged; a transient failure is retried until the last
+// attempt (or left for another worker when this one stops); anything else is stored as
+// the final result.
+func (p *Pipeline) conclude(ctx context.Context, d *delivery, job *Job, out outcome) {
+	base := p.base(d)
 	if out.panicked {
 		// The handler's defers (its lock release) ran while the panic unwound.
 		d.log.Error("handler panicked; the event fails and goes to the dead letters",
@@ -122,6 +197,13 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 		p.poison(ctx, d, base, reason, job)
 		return
 	}
+	if retry.IsInFlight(out.err) {
+		// Journaled and unfinished (or a stored result with work left to wait for): never
+		// a final result from here, even on the last attempt; the next delivery finishes
+		// or rolls it back under the lock (past the last attempt: giveUp).
+		p.nak(ctx, d, "operation left in flight; delivering the event again", out.err)
+		return
+	}
 	if stored, own := job.publishedResult(); stored != nil {
 		if out.err != nil {
 			d.log.Warn("handler failed after it stored its result; the stored result stands", zap.Error(out.err))
@@ -129,7 +211,6 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 		p.settle(ctx, d, stored, own)
 		return
 	}
-
 	res, err := out.res, out.err
 	if res == nil {
 		res = base
@@ -144,7 +225,7 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		}
 		if transient && d.attempt < p.cfg.MaxAttempts {
-			p.metrics.Retry(ev.Cluster, ev.Type)
+			p.metrics.Retry(d.ev.Cluster, d.ev.Type)
 			p.nak(ctx, d, "transient failure; will try again", err)
 			return
 		}

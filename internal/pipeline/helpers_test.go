@@ -190,7 +190,7 @@ func (e *env) waitResult(id string) *events.Result {
 	return res
 }
 
-// deadLetters returns the dead letters stored on the subject of cluster, and the last one.
+// deadLetters returns the number of dead letters stored on the subject of cluster c, and the last one.
 func (e *env) deadLetters(c string) (uint64, *jetstream.RawStreamMsg) {
 	e.t.Helper()
 	ctx := e.t.Context()
@@ -198,18 +198,20 @@ func (e *env) deadLetters(c string) (uint64, *jetstream.RawStreamMsg) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	info, err := s.Info(ctx)
+	subject := events.DeadSubject(c)
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if info.State.Msgs == 0 {
+	n := info.State.Subjects[subject]
+	if n == 0 {
 		return 0, nil
 	}
-	m, err := s.GetLastMsgForSubject(ctx, events.DeadSubject(c))
+	m, err := s.GetLastMsgForSubject(ctx, subject)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return info.State.Msgs, m
+	return n, m
 }
 
 // eventsLeft is the number of messages in the work-queue stream.

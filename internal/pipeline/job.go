@@ -49,29 +49,32 @@ type Finisher interface {
 	// Replayed: the event's result was stored already and has just been replayed; the
 	// handler may release what it kept for the event (best effort), or finish what its
 	// operation left to do after its result. It runs before the message is acknowledged,
-	// the message kept alive meanwhile, so it may take as long as that needs: a worker
-	// that stops or dies first leaves it to the next delivery.
-	Replayed(ctx context.Context, job *Job)
+	// the message kept alive meanwhile, so it may take as long as that needs. An error
+	// marked retry.InFlight (the work could not be finished now: the worker stops, the
+	// lock was lost) has the event delivered again, to finish it then.
+	Replayed(ctx context.Context, job *Job) error
 	// Abandon: the event is given up on without running it, because it was delivered more
 	// often than allowed (reason says so). The handler undoes what earlier deliveries left
 	// half-done and returns the failed result to store (it may store it itself with
-	// job.Publish); nil, or an error, lets the pipeline store its own.
+	// job.Publish); nil, or an error, lets the pipeline store its own. A result the
+	// handler stored that is not a failure (its operation was done) is acknowledged as
+	// any result, without a dead letter.
 	Abandon(ctx context.Context, job *Job, reason string) (*events.Result, error)
 }
 
-// Job is one delivery of an event to a handler.
+// Job is one delivery of an event to a handler: the operation engine's Delivery.
 type Job struct {
-	Event *events.Event
-	// Raw is the event's message as received.
-	Raw     RawEvent
-	Attempt int
-	// LastAttempt is set when Attempt >= MaxAttempts: a transient failure now becomes a
-	// "failed" result (unless the worker is stopping).
-	LastAttempt bool
-	Worker      string
-	Started     time.Time
-	// Results is where final results are looked up and stored.
-	Results Results
+	event *events.Event
+	// raw is the event's message as received.
+	raw     RawEvent
+	attempt int
+	// last is set when attempt >= MaxAttempts: a transient failure now becomes a final
+	// result (unless the operation is left in flight: retry.InFlight).
+	last    bool
+	worker  string
+	started time.Time
+	// results is where final results are looked up and stored.
+	results Results
 
 	nc    *nats.Conn // progress reports; nil for test jobs
 	alive func()     // keeps the delivered message alive; nil for test jobs
@@ -82,62 +85,88 @@ type Job struct {
 }
 
 // NewTestJob returns a job for ev, as a pipeline would hand it to a handler on its first
-// attempt, for handler unit tests that run without a pipeline: its Raw message is ev's
+// attempt, for handler unit tests that run without a pipeline: its raw message is ev's
 // envelope in structured mode (so it decodes again), its Progress does nothing, and its
 // Earlier and Publish use results (nil: Earlier finds nothing and Publish fails).
 func NewTestJob(ev *events.Event, results Results) *Job {
 	data, _ := json.Marshal(ev.Envelope)
 	return &Job{
-		Event:   ev,
-		Raw:     RawEvent{Subject: events.Subject(ev.Cluster, ev.Type), Header: nats.Header{}, Data: data},
-		Attempt: 1,
-		Worker:  "test",
-		Started: time.Now(),
-		Results: results,
+		event:   ev,
+		raw:     RawEvent{Subject: events.Subject(ev.Cluster, ev.Type), Header: nats.Header{}, Data: data},
+		attempt: 1,
+		worker:  "test",
+		started: time.Now(),
+		results: results,
 	}
 }
 
-// Progress publishes v (JSON) on kafkamender.progress.<event id> (best effort) and tells
-// JetStream the message is still being worked on.
-func (j *Job) Progress(v any) {
+// Event is the delivered event.
+func (j *Job) Event() *events.Event { return j.event }
+
+// Raw is the event's message as received.
+func (j *Job) Raw() RawEvent { return j.raw }
+
+// Request is the event's message as received, encoded (JSON of RawEvent): a handler that
+// journals it can decode the event again later (RawEvent.Decode).
+func (j *Job) Request() (json.RawMessage, error) { return json.Marshal(j.raw) }
+
+// Attempt is the delivery's number, from 1.
+func (j *Job) Attempt() int { return j.attempt }
+
+// LastAttempt is set on the event's last allowed attempt: a transient failure now becomes
+// a final result (unless the operation is left in flight, retry.InFlight).
+func (j *Job) LastAttempt() bool { return j.last }
+
+// Worker is this worker's id.
+func (j *Job) Worker() string { return j.worker }
+
+// Started is when the delivery was received.
+func (j *Job) Started() time.Time { return j.started }
+
+// Progress publishes p (JSON) on kafkamender.progress.<p.ID> (the job's event when p.ID is
+// empty), best effort, and tells JetStream the message is still being worked on.
+func (j *Job) Progress(p events.Progress) {
 	if j.alive != nil {
 		j.alive()
 	}
 	if j.nc == nil {
 		return
 	}
-	raw, err := json.Marshal(v)
+	if p.ID == "" {
+		p.ID = j.event.ID
+	}
+	raw, err := json.Marshal(p)
 	if err != nil {
 		return
 	}
-	_ = j.nc.Publish(events.ProgressSubject(j.Event.ID), raw)
+	_ = j.nc.Publish(events.ProgressSubject(p.ID), raw)
 }
 
-// Earlier returns the final result already stored for this job's event, if any. Handlers
-// call it again once they hold the cluster lock: another worker may have finished the same
-// event while this one waited.
+// Earlier returns the final result already stored for this job's event, if any.
 func (j *Job) Earlier(ctx context.Context) (*events.Result, bool, error) {
-	if j.Results == nil {
+	if j.results == nil {
 		return nil, false, nil
 	}
-	return j.Results.Earlier(ctx, j.Event.ID)
+	return j.results.Earlier(ctx, j.event.ID)
 }
 
 // Publish stores res as the final result of the job's event now. Handlers call it while
-// they still hold the cluster lock, before they delete their journal entry; once it
-// succeeded, the pipeline only acknowledges the message after Handle returns (it
-// terminates it when the stored status is rejected or failed), whatever Handle returns.
-// It fills the fields of res the job knows (id, type, cluster, worker, attempt, start)
-// when they are empty; semantics otherwise as Results.Publish.
+// they still hold the cluster lock, before they close their journal entry; once it
+// succeeded, the pipeline acknowledges the message after Handle returns (it terminates it
+// when the stored status is rejected or failed), whatever Handle returns, unless Handle
+// returns an error marked retry.InFlight (the operation left work to finish: the message
+// is delivered again, and the redelivery replays the stored result). It fills the fields
+// of res the job knows (id, type, cluster, worker, attempt, start) when they are empty;
+// semantics otherwise as Results.Publish.
 func (j *Job) Publish(ctx context.Context, res *events.Result) (*events.Result, bool, error) {
-	if j.Results == nil {
+	if j.results == nil {
 		return nil, false, errors.New("publish result: this job has no results store")
 	}
 	fill(res, j.base())
-	if res.ID != j.Event.ID {
-		return nil, false, fmt.Errorf("publish result: its id %q is not the job's event %q", res.ID, j.Event.ID)
+	if res.ID != j.event.ID {
+		return nil, false, fmt.Errorf("publish result: its id %q is not the job's event %q", res.ID, j.event.ID)
 	}
-	stored, published, err := j.Results.Publish(ctx, res)
+	stored, published, err := j.results.Publish(ctx, res)
 	if err != nil {
 		return nil, false, err
 	}
@@ -147,29 +176,10 @@ func (j *Job) Publish(ctx context.Context, res *events.Result) (*events.Result, 
 	return stored, published, nil
 }
 
-// Adopt returns a Job for another event ev (whose raw message is raw), whose interrupted
-// operation this job's handler takes over as attempt `attempt`: its Progress publishes on
-// ev's progress subject and keeps this job's message alive; its Publish stores ev's result;
-// Worker, Started and Results are this job's. Its Publish does not count as this job's:
-// this job's own result is still to be published (by Handle's return or j.Publish).
-// LastAttempt is false: this delivery's attempts do not bound the adopted operation.
-func (j *Job) Adopt(ev *events.Event, raw RawEvent, attempt int) *Job {
-	return &Job{
-		Event:   ev,
-		Raw:     raw,
-		Attempt: attempt,
-		Worker:  j.Worker,
-		Started: j.Started,
-		Results: j.Results,
-		nc:      j.nc,
-		alive:   j.alive,
-	}
-}
-
 // base is the result skeleton of the job: what the pipeline knows of every result.
 func (j *Job) base() *events.Result {
-	return &events.Result{ID: j.Event.ID, Type: j.Event.Type, Cluster: j.Event.Cluster, Attempt: j.Attempt,
-		Worker: j.Worker, StartedAt: j.Started}
+	return &events.Result{ID: j.event.ID, Type: j.event.Type, Cluster: j.event.Cluster, Attempt: j.attempt,
+		Worker: j.worker, StartedAt: j.started}
 }
 
 // publishedResult returns the result stored by a successful Publish, if any, and whether

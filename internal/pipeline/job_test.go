@@ -14,14 +14,14 @@ func TestNewTestJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	job := pipeline.NewTestJob(ev, nil)
-	if job.Attempt != 1 || job.LastAttempt || job.Event != ev {
+	if job.Attempt() != 1 || job.LastAttempt() || job.Event() != ev {
 		t.Errorf("job = %+v", job)
 	}
-	again, err := job.Raw.Decode(events.DecodeOptions{})
+	again, err := job.Raw().Decode(events.DecodeOptions{})
 	if err != nil || again.ID != "ev-test" || again.Type != evType || again.Cluster != cluster {
 		t.Errorf("raw event decodes to %+v, %v", again, err)
 	}
-	job.Progress(map[string]int{"done": 1}) // does nothing, does not panic
+	job.Progress(events.Progress{PartitionsDone: 1}) // does nothing, does not panic
 	if _, ok, err := job.Earlier(t.Context()); ok || err != nil {
 		t.Errorf("Earlier without results = %v, %v", ok, err)
 	}

@@ -70,12 +70,12 @@ func TestClusterEventsRunInStreamOrder(t *testing.T) {
 	blockOther := make(chan struct{})
 	h := func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 		start := time.Now()
-		if job.Event.Cluster == other {
+		if job.Event().Cluster == other {
 			<-blockOther
 		} else {
 			time.Sleep(5 * time.Millisecond)
 		}
-		ran.add(job.Event.ID, start)
+		ran.add(job.Event().ID, start)
 		return &events.Result{Status: events.StatusSucceeded}, nil
 	}
 	for _, w := range []string{"w1", "w2", "w3"} {
@@ -138,7 +138,7 @@ func TestDeadWorkerKeepsClusterOrder(t *testing.T) {
 	cfg.Worker = "w2"
 	e.start(e.connect(), cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 		start := time.Now()
-		ran.add(job.Event.ID, start)
+		ran.add(job.Event().ID, start)
 		return &events.Result{Status: events.StatusSucceeded}, nil
 	})
 	first, second := e.waitResult("ev-first"), e.waitResult("ev-second")
@@ -159,7 +159,7 @@ func TestStrayEventRejected(t *testing.T) {
 	cfg := config(t)
 	cfg.StrayGrace = 500 * time.Millisecond
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
-		t.Errorf("handler ran for %s", job.Event.ID)
+		t.Errorf("handler ran for %s", job.Event().ID)
 		return nil, nil
 	})
 	raw, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "ev-stray", "source": "test", "type": evType,

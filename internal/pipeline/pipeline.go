@@ -48,14 +48,16 @@
 // its stack, the event gets a "failed" result naming the panic, a copy of the message goes
 // to the dead-letter stream KAFKAMENDER_DEAD (subject kafkamender.dead.<cluster>, headers
 // in package events) and the message is terminated. An event whose workers die while
-// handling it (a crash the handler causes, an OOM) is bounded too: the consumer delivers
-// a message at most MaxAttempts+1 times, and a delivery beyond MaxAttempts (possible only
-// when earlier ones ended without a result: their workers stopped, or could not store it)
-// does not run the handler: it gets a "failed" result, a dead letter and is terminated. If even that delivery is lost,
-// JetStream's max-deliveries advisory, which every pipeline listens to, has any worker
-// do the same from the stream, and delete the message, which a work-queue stream would
-// otherwise keep for ever. Each of these steps is idempotent across workers: results are
-// stored once, and dead letters once (their message id is dead-<stream sequence>).
+// handling it (a crash the handler causes, an OOM), or whose operation keeps being left
+// in flight, is bounded too, by the pipeline (the consumer itself delivers without a
+// limit): a delivery beyond MaxAttempts does not run the handler. It replays the result if
+// one was stored meanwhile (its acknowledgement was lost); otherwise the handler rolls
+// back what the attempts left, and the event gets a "failed" result, a dead letter, and is
+// terminated. Should any of that fail (storage full), the message is delivered again
+// later, so every event ends with a result once storage is back. Each of these steps is
+// idempotent across workers: results are stored once, and dead letters once (their
+// message id is dead-<stream sequence>). Consumers that an earlier version created with a
+// delivery limit get none when a worker of this version sets them up.
 package pipeline
 
 import (
@@ -113,9 +115,10 @@ type Config struct {
 	// AckWait is how long JetStream waits for an acknowledgement before redelivering;
 	// in-progress acknowledgements extend it while a handler runs. Default 30s.
 	AckWait time.Duration
-	// MaxAttempts bounds deliveries of an event that keeps failing transiently. Default 10.
-	// The consumer delivers a message at most MaxAttempts+1 times: the last delivery only
-	// records that the workers handling the event stopped each time.
+	// MaxAttempts bounds the deliveries of an event that run its handler. Default 10. A
+	// delivery beyond it gives the event up (see the package doc, "Poison messages"); the
+	// consumer itself delivers without a limit, so that giving up is retried until it
+	// succeeds.
 	MaxAttempts int
 	// RetryDelay is how long to wait before the next delivery of an event whose attempt
 	// failed transiently (attempt is the failed one). Default retry.Delay.
@@ -256,7 +259,9 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 			Description: "kafkamender: the events of cluster " + cluster + ", one at a time, in stream order, for every worker of the fleet",
 			AckPolicy:   jetstream.AckExplicitPolicy,
 			AckWait:     p.cfg.AckWait,
-			MaxDeliver:  p.cfg.MaxAttempts + 1,
+			// No limit: the pipeline bounds the attempts itself (giveUp), and an event
+			// whose giving up fails (storage full) must come again until it has a result.
+			MaxDeliver: -1,
 			// One event of the cluster out at a time, fleet-wide: the next is delivered
 			// only once this one is acknowledged or terminated (after its result is
 			// stored). A delayed negative acknowledgement keeps it out, so a retry, or
@@ -324,18 +329,9 @@ func ClusterFilters(filters []string, cluster string) []string {
 // Run sets up (retrying while NATS is unavailable) and handles events until ctx ends, then
 // waits for the events in hand: their handlers see ctx cancelled and stop before their
 // next write, and the events are left for redelivery (soon, by another worker). It also
-// handles the consumers' max-deliveries advisories and events no consumer takes (see
-// the package doc).
+// handles events no consumer takes (see the package doc).
 func (p *Pipeline) Run(ctx context.Context) error {
-	// Subscribed before Setup, so that once Ready the server has the subscription (it
-	// handles a connection's requests in order); advisories wait in the channel meanwhile.
-	advisories := make(chan *nats.Msg, 64)
-	sub, err := p.nc.ChanSubscribe(p.maxDeliveriesSubject(), advisories)
-	if err != nil {
-		return fmt.Errorf("subscribe to max-deliveries advisories: %w", err)
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	err = retry.Do(ctx, 0, func() error {
+	err := retry.Do(ctx, 0, func() error {
 		if err := p.Setup(ctx); err != nil {
 			p.log.Warn("jetstream setup failed; retrying", zap.Error(err))
 			return retry.Transient(err)
@@ -351,16 +347,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.log.Info("consuming events", zap.String("stream", events.EventsStream), zap.String("consumer", p.cfg.Consumer),
 		zap.Strings("clusters", slices.Sorted(maps.Keys(cons))), zap.Int("concurrency", p.cfg.Concurrency))
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case m := <-advisories:
-				p.maxDeliveries(ctx, m.Data)
-			}
-		}
-	})
 	wg.Go(func() { p.sweepStrays(ctx) })
 	slots := make(chan struct{}, p.cfg.Concurrency)
 	for cluster, c := range cons {

@@ -62,8 +62,8 @@ func TestTransientThenSuccess(t *testing.T) {
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		last = append(last, job.LastAttempt)
-		if job.Attempt == 1 {
+		last = append(last, job.LastAttempt())
+		if job.Attempt() == 1 {
 			failedAt = time.Now()
 			return nil, retry.Transient(errors.New("controller moving"))
 		}
@@ -103,7 +103,7 @@ func TestTransientOnLastAttempt(t *testing.T) {
 	var last []bool
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 		mu.Lock()
-		last = append(last, job.LastAttempt)
+		last = append(last, job.LastAttempt())
 		mu.Unlock()
 		return nil, retry.Transient(errors.New("lock busy"))
 	})
@@ -358,8 +358,12 @@ func TestReplayFromHandler(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(e.nc, config(t), func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
-		other := &events.Result{ID: job.Event.ID, Status: events.StatusNoop, Worker: "other"}
-		if _, _, err := job.Results.Publish(ctx, other); err != nil {
+		other := &events.Result{ID: job.Event().ID, Status: events.StatusNoop, Worker: "other"}
+		results, err := pipeline.NewResults(ctx, e.nc)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := results.Publish(ctx, other); err != nil {
 			return nil, err
 		}
 		earlier, ok, err := job.Earlier(ctx)
@@ -405,7 +409,7 @@ func TestHandlerPublishes(t *testing.T) {
 	e.start(e.nc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
 		n.inc()
 		status := events.StatusSucceeded
-		if job.Event.ID == "ev-own-failed" {
+		if job.Event().ID == "ev-own-failed" {
 			status = events.StatusFailed
 		}
 		if _, published, err := job.Publish(ctx, &events.Result{Status: status, Strategy: "api"}); err != nil || !published {
@@ -435,16 +439,13 @@ kafkamender_events_total{status="succeeded",type="replica-change-requested"} 1
 `)
 }
 
-func TestAdopt(t *testing.T) {
+// A job hands its handler the message as received, and encodes it so that it decodes
+// again (a journal keeps it for whoever finishes the operation); a progress report for
+// another event (one whose operation the handler finishes) goes to that event's subject.
+func TestJobRequestAndProgress(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	progress, err := e.nc.SubscribeSync(events.ProgressSubject("ev-b"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// ev-b's message as a journal would keep it: stored as JSON, read back.
-	stored, err := json.Marshal(pipeline.RawEvent{Subject: events.Subject(cluster, evType),
-		Header: nats.Header{jetstream.MsgIDHeader: []string{"ev-b"}}, Data: body("ev-b"), Seq: 42})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,27 +457,27 @@ func TestAdopt(t *testing.T) {
 		checks = append(checks, fmt.Sprintf(format, args...))
 	}
 	e.start(e.nc, config(t), func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
-		if job.Raw.Subject != events.Subject(cluster, evType) || job.Raw.Seq == 0 ||
-			job.Raw.Header.Get(jetstream.MsgIDHeader) != "ev-a" || string(job.Raw.Data) != string(body("ev-a")) {
-			check("job.Raw = %+v", job.Raw)
+		raw := job.Raw()
+		if raw.Subject != events.Subject(cluster, evType) || raw.Seq == 0 ||
+			raw.Header.Get(jetstream.MsgIDHeader) != "ev-a" || string(raw.Data) != string(body("ev-a")) {
+			check("job.Raw = %+v", raw)
 		}
-		var raw pipeline.RawEvent
-		if err := json.Unmarshal(stored, &raw); err != nil {
-			return nil, err
-		}
-		ev, err := raw.Decode(events.DecodeOptions{Clusters: []string{cluster}})
+		req, err := job.Request()
 		if err != nil {
 			return nil, err
 		}
-		adopted := job.Adopt(ev, raw, 3)
-		if adopted.Event.ID != "ev-b" || adopted.Attempt != 3 || adopted.Worker != job.Worker ||
-			!adopted.Started.Equal(job.Started) || adopted.Results != job.Results || adopted.Raw.Seq != 42 || adopted.LastAttempt {
-			check("adopted job = %+v", adopted)
+		var again pipeline.RawEvent
+		if err := json.Unmarshal(req, &again); err != nil {
+			return nil, err
 		}
-		adopted.Progress(map[string]string{"step": "copying"})
-		if _, published, err := adopted.Publish(ctx, &events.Result{Status: events.StatusSucceeded}); err != nil || !published {
-			return nil, fmt.Errorf("publish adopted: %v, %v", published, err)
+		ev, err := again.Decode(events.DecodeOptions{Clusters: []string{cluster}})
+		if err != nil || ev.ID != "ev-a" || again.Seq != raw.Seq {
+			check("the request decodes to %+v (seq %d), %v", ev, again.Seq, err)
 		}
+		if job.Attempt() != 1 || job.LastAttempt() || job.Worker() != "w1" || job.Event().ID != "ev-a" {
+			check("job: attempt %d, last %v, worker %q, event %q", job.Attempt(), job.LastAttempt(), job.Worker(), job.Event().ID)
+		}
+		job.Progress(events.Progress{ID: "ev-b", Batch: 1, Batches: 2})
 		return &events.Result{Status: events.StatusNoop}, nil
 	})
 	e.publish("ev-a")
@@ -485,16 +486,12 @@ func TestAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(m.Data) != `{"step":"copying"}` {
-		t.Errorf("progress of ev-b = %s", m.Data)
+	var p events.Progress
+	if err := json.Unmarshal(m.Data, &p); err != nil || p.ID != "ev-b" || p.Batch != 1 || p.Batches != 2 {
+		t.Errorf("progress of ev-b = %s (%v)", m.Data, err)
 	}
-	b := e.waitResult("ev-b")
-	if b.Status != events.StatusSucceeded || b.Attempt != 3 || b.Worker != "w1" || b.Type != evType || b.Cluster != cluster {
-		t.Errorf("result of the adopted event = %+v", b)
-	}
-	// The adopted job's Publish was not this job's: the pipeline stored ev-a's own result.
 	if a := e.waitResult("ev-a"); a.Status != events.StatusNoop || a.Attempt != 1 {
-		t.Errorf("result of the adopting event = %+v", a)
+		t.Errorf("result of ev-a = %+v", a)
 	}
 	e.waitSettled()
 	mu.Lock()
@@ -519,7 +516,7 @@ func TestShutdownHandsEventOn(t *testing.T) {
 	}
 	blocker := func(started chan<- start) handlerFunc {
 		return func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
-			started <- start{job.Attempt, job.LastAttempt}
+			started <- start{job.Attempt(), job.LastAttempt()}
 			<-ctx.Done()
 			return nil, fmt.Errorf("wait for the cluster lock: %w", ctx.Err())
 		}

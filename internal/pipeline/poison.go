@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"runtime/debug"
@@ -16,23 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/retry"
 )
-
-// maxDeliveriesAdvisoryPrefix is the subject prefix of JetStream's advisories about a
-// message that reached its consumer's MaxDeliver; the stream and consumer names follow.
-const maxDeliveriesAdvisoryPrefix = "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES"
-
-// maxDeliveriesSubject is where JetStream tells that a message of a consumer of the events
-// stream reached its delivery limit; maxDeliveries keeps those of our consumers.
-func (p *Pipeline) maxDeliveriesSubject() string {
-	return maxDeliveriesAdvisoryPrefix + "." + events.EventsStream + ".*"
-}
-
-// ours reports whether consumer is one of this pipeline's.
-func (p *Pipeline) ours(consumer string) bool {
-	return slices.ContainsFunc(p.cfg.Clusters, func(c string) bool { return ClusterConsumer(p.cfg.Consumer, c) == consumer })
-}
 
 // poison gives up on a message that must not run (again): it copies the message to the
 // dead letters, stores res as the event's result unless one is stored already (by job,
@@ -74,12 +57,11 @@ const abandonTimeout = 2 * time.Minute
 // event's earlier deliveries left half-done before the event is given up on. It returns
 // the job it ran (which may have stored the result), or nil. res is updated with the
 // handler's result when it returned one without storing it.
-func (p *Pipeline) abandon(ctx context.Context, d *delivery, res *events.Result, started time.Time) (job *Job) {
-	ev, err := d.raw.Decode(p.decodeOptions())
-	if err != nil {
+func (p *Pipeline) abandon(ctx context.Context, d *delivery, res *events.Result) (job *Job) {
+	if d.ev == nil {
 		return nil
 	}
-	f, ok := p.handlers[ev.Type].(Finisher)
+	f, ok := p.handlers[d.ev.Type].(Finisher)
 	if !ok {
 		return nil
 	}
@@ -87,8 +69,8 @@ func (p *Pipeline) abandon(ctx context.Context, d *delivery, res *events.Result,
 	defer cancel()
 	stop := p.keepAlive(actx, d.msg)
 	defer stop()
-	job = &Job{Event: ev, Raw: d.raw, Attempt: d.attempt, LastAttempt: true, Worker: p.cfg.Worker, Started: started,
-		Results: p.store(), nc: p.nc, alive: func() { _ = d.msg.InProgress() }}
+	job = p.job(d)
+	job.last = true
 	defer func() {
 		if v := recover(); v != nil {
 			d.log.Error("handler panicked while abandoning the event", zap.String("panic", fmt.Sprint(v)), zap.ByteString("stack", debug.Stack()))
@@ -166,70 +148,6 @@ func headerValue(s string, limit int) string {
 		s = strings.ToValidUTF8(s[:limit], "")
 	}
 	return s
-}
-
-// maxDeliveries handles JetStream's advisory that a message of our consumer reached its
-// delivery limit without being acknowledged: it will not be delivered again, yet a
-// work-queue stream keeps it. Every worker hears the advisory; each does what is left of:
-// store a failed result, dead-letter the message, delete it from the stream.
-func (p *Pipeline) maxDeliveries(ctx context.Context, data []byte) {
-	var adv struct {
-		Stream     string `json:"stream"`
-		Consumer   string `json:"consumer"`
-		StreamSeq  uint64 `json:"stream_seq"`
-		Deliveries int    `json:"deliveries"`
-	}
-	if err := json.Unmarshal(data, &adv); err != nil || adv.StreamSeq == 0 {
-		p.log.Warn("unreadable max-deliveries advisory", zap.ByteString("advisory", data), zap.Error(err))
-		return
-	}
-	if !p.ours(adv.Consumer) {
-		return
-	}
-	log := p.log.With(zap.Uint64("seq", adv.StreamSeq), zap.Int("deliveries", adv.Deliveries))
-	err := retry.Do(ctx, time.Minute, func() error {
-		if err := p.backstop(ctx, adv.StreamSeq, adv.Deliveries, log); err != nil {
-			log.Warn("settle an event past its delivery limit failed; retrying", zap.Error(err))
-			return retry.Transient(err)
-		}
-		return nil
-	}, nil)
-	if err != nil {
-		log.Error("could not settle an event past its delivery limit; it stays in the stream", zap.Error(err))
-	}
-}
-
-// backstop settles the event at stream sequence seq, delivered deliveries times and never
-// acknowledged. It is idempotent: a message already deleted is done.
-func (p *Pipeline) backstop(ctx context.Context, seq uint64, deliveries int, log *zap.Logger) error {
-	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	p.mu.Lock()
-	evs := p.evs
-	p.mu.Unlock()
-	sm, err := evs.GetMsg(octx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		log.Debug("event past its delivery limit is settled already")
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("read event %d: %w", seq, err)
-	}
-	raw := RawEvent{Subject: sm.Subject, Header: sm.Header, Data: sm.Data, Seq: seq}
-	res := p.unhandled(raw, deliveries, time.Now())
-	log = log.With(zap.String("subject", raw.Subject), zap.String("id", res.ID))
-	log.Error("event delivered more often than allowed and never settled; giving up on it", zap.String("error", res.Error))
-	if err := p.deadLetter(octx, raw, deliveries, res.Error, res); err != nil {
-		return err
-	}
-	stored, own, err := p.store().Publish(octx, res)
-	if err != nil {
-		return err
-	}
-	if own {
-		p.count(stored)
-	}
-	return deleteEvent(octx, evs, seq)
 }
 
 // deleteEvent deletes the event message at stream sequence seq, whose result is stored.

@@ -94,6 +94,10 @@ type RejectError struct{ Reason string }
 
 func (e *RejectError) Error() string { return e.Reason }
 
+// Rejection marks the error as a rejection of the request: nothing was changed (see
+// operation.IsRejection).
+func (e *RejectError) Rejection() bool { return true }
+
 func reject(format string, args ...any) error {
 	return &RejectError{Reason: fmt.Sprintf(format, args...)}
 }

@@ -83,6 +83,35 @@ func Marked(err error) bool {
 	})
 }
 
+// inFlight is the marker InFlight adds.
+type inFlight struct{ err error }
+
+func (f *inFlight) Error() string   { return f.err.Error() }
+func (f *inFlight) Unwrap() error   { return f.err }
+func (f *inFlight) Transient() bool { return true }
+func (f *inFlight) InFlight() bool  { return true }
+
+// InFlight marks err as the failure of an operation left in flight: it is journaled and
+// unfinished (or finished, with work it left running still to wait for), and this worker
+// cannot carry it further now: its lock is lost, it is stopping, or the result could not
+// be stored. The event must be delivered again, even past its last attempt and even when
+// its result is stored: the next delivery finishes or rolls the operation back under the
+// lock. Such a failure never becomes a final result. InFlight errors are transient.
+func InFlight(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &inFlight{err}
+}
+
+// IsInFlight reports whether err marks an operation left in flight (see InFlight).
+func IsInFlight(err error) bool {
+	return anyInTree(err, func(e error) bool {
+		f, ok := e.(interface{ InFlight() bool })
+		return ok && f.InFlight()
+	})
+}
+
 // anyInTree reports whether f holds for err or any error it wraps, through every branch of
 // joined errors. Unlike errors.As it does not stop at the first error of a type: a marker
 // that says false does not hide a marked error further down.

@@ -259,3 +259,18 @@ func TestDelay(t *testing.T) {
 		}
 	}
 }
+
+// An operation left in flight is transient, and stays in flight however it is wrapped.
+func TestInFlight(t *testing.T) {
+	base := errors.New("lock lost")
+	err := retry.InFlight(base)
+	wrapped := fmt.Errorf("resume: %w", errors.Join(errors.New("other"), err))
+	for _, e := range []error{err, wrapped} {
+		if !retry.IsInFlight(e) || !retry.IsTransient(e) || !errors.Is(e, base) {
+			t.Errorf("%v: in flight %v, transient %v, is base %v", e, retry.IsInFlight(e), retry.IsTransient(e), errors.Is(e, base))
+		}
+	}
+	if retry.IsInFlight(retry.Transient(base)) || retry.IsInFlight(nil) || retry.InFlight(nil) != nil {
+		t.Error("a plain transient error (or nil) is in flight")
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
 
@@ -80,7 +81,6 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	bo, rf, g := cfg.BrokerOverloaded, cfg.ReplicationFactor, cfg.Guardrails
 	h, err := handlers.New(handlers.Config{
 		Clusters: clusters,
-		Journal:  journal.New(js),
 		JS:       js,
 		Logger:   w.logger.Named("handlers"),
 		Metrics:  w.metrics,
@@ -89,16 +89,25 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		LogDir: handlers.LogDirOptions{Throttle: cfg.LogDir.ThrottleBytesPerSec, Timeout: cfg.LogDir.Timeout,
 			Tolerance: cfg.LogDir.Tolerance},
 		Overloaded: handlers.OverloadedOptions{CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
-		Hook:       pauseHook(w.logger, ctx.Done()),
 		Guardrails: handlers.GuardrailOptions{ProtectedTopics: g.ProtectedTopics, MaxPartitionsPerEvent: g.MaxPartitionsPerEvent,
 			MaxOperationsPerHour: g.MaxOperationsPerHour, AllowedSources: g.AllowedSources},
 	})
 	if err != nil {
 		return nil, err
 	}
+	eng, err := h.Engine(operation.Config{
+		Journal: journal.New(js),
+		Results: pipeline.ResultsOn(js),
+		Logger:  w.logger.Named("operation"),
+		Metrics: w.metrics,
+		Hook:    pauseHook(w.logger, ctx.Done()),
+	})
+	if err != nil {
+		return nil, err
+	}
 	hs := map[string]pipeline.Handler{}
 	for _, typ := range h.Types() {
-		hs[typ] = h
+		hs[typ] = eng
 	}
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
 		Worker:         cfg.Worker.ID,
@@ -172,7 +181,7 @@ func (w *Worker) canServe(sessions map[string]*locks.Session) func(cluster strin
 }
 
 // PauseEnv names the environment variable of fault tests: a comma-separated list of
-// handler steps (handlers.Step*) at which the worker stops until it is told to stop
+// operation steps (operation.Step*) at which the worker stops until it is told to stop
 // (SIGTERM), so that a test can kill it there (kill -9) or stop it there at a known point.
 // Unset in production.
 const PauseEnv = "KAFKAMENDER_PAUSE_AT"

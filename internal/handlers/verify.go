@@ -1,0 +1,222 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
+	"github.com/kafkamender/kafkamender/internal/plan"
+)
+
+// What every task shares to read and verify: reads at least as new as what the cluster's
+// last operation left (a broker's metadata lags the controller), the wait until a fresh
+// read shows a plan, and what changed and what is left from such a read.
+
+// snapshotReader reads the cluster's placement (kafka.Reader, freshReader).
+type snapshotReader interface {
+	Snapshot(ctx context.Context, topics ...string) (*model.Snapshot, error)
+}
+
+// freshReader reads the cluster at least as new as floor: what the cluster's previous
+// operation left on the partitions it changed, as its verification read them. A read that
+// shows one of them older (a broker whose metadata lags: a lower leader epoch, or the same
+// epoch and other replicas) is read again, backing off, for at most wait; after that the
+// read stands (the partition was changed since by someone else, at the same epoch).
+type freshReader struct {
+	rd    kafka.Reader
+	floor map[model.TopicPartition]model.Seen
+	wait  time.Duration
+	log   *zap.Logger
+}
+
+func newFreshReader(rd kafka.Reader, floor []model.Seen, wait time.Duration, log *zap.Logger) *freshReader {
+	f := &freshReader{rd: rd, wait: wait, log: log}
+	if len(floor) > 0 {
+		f.floor = make(map[model.TopicPartition]model.Seen, len(floor))
+		for _, s := range floor {
+			f.floor[s.TopicPartition] = s
+		}
+	}
+	return f
+}
+
+// Snapshot implements snapshotReader.
+func (f *freshReader) Snapshot(ctx context.Context, topics ...string) (*model.Snapshot, error) {
+	deadline := time.Now().Add(f.wait)
+	for i := 0; ; i++ {
+		snap, err := f.rd.Snapshot(ctx, topics...)
+		if err != nil {
+			return nil, err
+		}
+		stale := f.stale(snap)
+		if stale == nil {
+			return snap, nil
+		}
+		if time.Now().After(deadline) {
+			f.log.Warn("a partition the last operation changed still reads older than it left it; taking the read as the cluster's (changed since by someone else?)",
+				zap.Stringer("partition", stale.TopicPartition), zap.Int32s("replicas", stale.Replicas), zap.Int32("leader_epoch", stale.LeaderEpoch))
+			return snap, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		case <-time.After(kafka.PollDelay(i)):
+		}
+	}
+}
+
+// Reassignments lists ongoing reassignments (see kafka.Reader).
+func (f *freshReader) Reassignments(ctx context.Context, topics []string) (map[model.TopicPartition]kafka.Reassignment, error) {
+	return f.rd.Reassignments(ctx, topics)
+}
+
+// stale returns a partition the snapshot shows older than the floor, or nil.
+func (f *freshReader) stale(snap *model.Snapshot) *model.Partition {
+	for tp, seen := range f.floor {
+		if p, ok := snap.Partition(tp); ok && seen.Older(p) {
+			return &p
+		}
+	}
+	return nil
+}
+
+// observe reads the planned partitions until each shows its planned replicas and leader
+// (those in skip are not waited for) or timeout passes, and returns the last read. A read
+// that fails is tried again; when none succeeded, the error is returned (transient):
+// nothing counts as verified without a fresh read.
+//
+// With leaders false only the replica lists are compared (replication-factor changes do
+// not move leadership, but a broker restart may).
+func observe(ctx context.Context, rd snapshotReader, planned []plan.Change, timeout time.Duration, skip map[model.TopicPartition]bool, leaders bool) (map[model.TopicPartition]model.Partition, error) {
+	deadline := time.Now().Add(timeout)
+	names := topicsOf(planned)
+	var last map[model.TopicPartition]model.Partition
+	for i := 0; ; i++ {
+		snap, err := rd.Snapshot(ctx, names...)
+		if err == nil {
+			last = map[model.TopicPartition]model.Partition{}
+			done := true
+			for _, ch := range planned {
+				p, ok := snap.Partition(ch.TopicPartition)
+				if !ok {
+					continue
+				}
+				last[ch.TopicPartition] = p
+				if !skip[ch.TopicPartition] && !shows(p, ch, leaders) {
+					done = false
+				}
+			}
+			if done {
+				return last, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if last != nil {
+				return last, nil
+			}
+			if err == nil {
+				err = context.Cause(ctx)
+			}
+			return nil, transient(fmt.Errorf("verify: no fresh read of the cluster: %w", err))
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(kafka.PollDelay(i)):
+		}
+	}
+}
+
+// shows reports whether p is as ch planned (its replicas, and its leader when leaders).
+func shows(p model.Partition, ch plan.Change, leaders bool) bool {
+	return slices.Equal(p.Replicas, ch.ReplicasAfter) && !p.Reassigning() && (!leaders || p.Leader == ch.LeaderAfter)
+}
+
+// changedFrom lists the planned partitions whose state now (as read) differs from their
+// state before the first attempt: the changes the event made, across all attempts. With
+// leaders false, only a different replica list counts as a change.
+func changedFrom(planned []plan.Change, now map[model.TopicPartition]model.Partition, leaders bool) []plan.Change {
+	var out []plan.Change
+	for _, ch := range planned {
+		p, ok := now[ch.TopicPartition]
+		if !ok || slices.Equal(p.Replicas, ch.ReplicasBefore) && (!leaders || p.Leader == ch.LeaderBefore) {
+			continue
+		}
+		out = append(out, plan.Change{TopicPartition: ch.TopicPartition, ReplicasBefore: ch.ReplicasBefore, ReplicasAfter: p.Replicas,
+			LeaderBefore: ch.LeaderBefore, LeaderAfter: p.Leader})
+	}
+	return out
+}
+
+// report reads the planned partitions once and returns the changes they show.
+func report(ctx context.Context, rd snapshotReader, planned []plan.Change, leaders bool) ([]plan.Change, error) {
+	now, err := observe(ctx, rd, planned, 0, allOf(planned), leaders)
+	if err != nil {
+		return nil, err
+	}
+	return changedFrom(planned, now, leaders), nil
+}
+
+// leave records in the run's entry what the operation leaves on the partitions it
+// changed, as read: the next operation of the cluster reads at least that.
+func leave(r *operation.Run, changed []plan.Change, now map[model.TopicPartition]model.Partition) {
+	left := make([]model.Seen, 0, len(changed))
+	for _, ch := range changed {
+		if p, ok := now[ch.TopicPartition]; ok {
+			left = append(left, model.SeenOf(p))
+		}
+	}
+	r.Entry().Left = left
+}
+
+func allOf(changes []plan.Change) map[model.TopicPartition]bool {
+	m := make(map[model.TopicPartition]bool, len(changes))
+	for _, ch := range changes {
+		m[ch.TopicPartition] = true
+	}
+	return m
+}
+
+func skippedOf(skips []plan.Skip) map[model.TopicPartition]bool {
+	m := map[model.TopicPartition]bool{}
+	for _, s := range skips {
+		m[s.TopicPartition] = true
+	}
+	return m
+}
+
+func topicsOf(changes []plan.Change) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, ch := range changes {
+		if !seen[ch.Topic] {
+			seen[ch.Topic] = true
+			out = append(out, ch.Topic)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func tpsOf(l []plan.Change) []string {
+	out := make([]string, len(l))
+	for i, ch := range l {
+		out[i] = ch.TopicPartition.String()
+	}
+	return out
+}
+
+// stopped prefers the context's cause (timeout, lost lock, shutdown) to the error of the
+// request it interrupted.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
+}
