@@ -336,3 +336,58 @@ func TestBrokerStoppedDuringReplicationFactorIncrease(t *testing.T) {
 	testenv.CheckOutcome(t, cl, res, topic, before, grew(before), false)
 	f.noLeftovers([]string{topic}, nil, strconv.Itoa(ourRate))
 }
+
+// The topic is deleted while its replication factor is raised, and the event is delivered
+// again (its worker was killed mid-copy). The retry used to be rejected before the journal
+// was read ("topic does not exist": untrue, something had changed), leaving the journal
+// entry and the broker throttle rates, and every later event of the cluster failed behind
+// the entry. Now the retry resumes from the journal: the partitions are gone (skipped, not
+// waited for), the throttles are put back, the result says what happened, and the
+// cluster's next event runs.
+func TestTopicDeletedDuringReplicationFactorChange(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	f := newFleet(t, env, "local")
+	copying := onStep(t, operation.StepCopying)
+	f.hook = copying.hook
+	kill := f.startKillable("worker-a")
+	cl := env.Kafka(t, "local")
+	topic := filled(t, env, "local", [][]int32{{1, 2}, {3, 4}}, 2_000_000, nil)
+	ev := f.event(events.TypeReplicaChangeRequested, rcData{"topic": topic, "replication_factor": 3, "throttle_bytes_per_sec": ourRate})
+	result := f.publish(ev)
+	copying.wait(t, 2*time.Minute)
+	copying.release()
+	kill() // mid-copy (throttled, it runs for seconds): its delivery is left unacknowledged
+
+	if _, err := kadm.NewClient(cl).DeleteTopic(t.Context(), topic); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, func() error {
+		known, err := kafka.KnownBy(t.Context(), cl, []string{topic})
+		if err != nil {
+			return err
+		}
+		if len(known) > 0 {
+			return fmt.Errorf("topic %s still known by broker %d", topic, known[topic])
+		}
+		return nil
+	})
+
+	f.start("worker-b")
+	res := wait(t, result, 3*time.Minute)
+	if res.Status != events.StatusFailed || len(res.Changes) != 0 || len(res.Skipped) != 2 ||
+		!strings.Contains(res.Error, "the partition no longer exists (its topic was deleted)") {
+		t.Fatalf("result %s %q, changes %v, skipped %v; want failed, both partitions skipped as gone", res.Status, res.Error, res.Changes, res.Skipped)
+	}
+	if stored := f.stored(ev.ID); stored.Worker != "worker-b" {
+		t.Errorf("stored by %s", stored.Worker)
+	}
+
+	// The cluster's next event runs.
+	other := testenv.Name(t, "pl")
+	testenv.CreateTopic(t, cl, other, [][]int32{{1, 2}}, nil)
+	if res := f.run(f.event(events.TypeReplicaChangeRequested, rcData{"topic": other, "preferred_leader": 2})); res.Status != events.StatusSucceeded {
+		t.Fatalf("the next event: %s %q", res.Status, res.Error)
+	}
+	f.noLeftovers([]string{other}, nil, strconv.Itoa(ourRate))
+}

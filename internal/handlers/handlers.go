@@ -212,13 +212,16 @@ func (h *Handlers) Types() []string {
 // Clusters lists the clusters these handlers serve.
 func (h *Handlers) Clusters() []string { return slices.Clone(h.clusters) }
 
-// Engine returns the operation engine of these handlers: cfg's Tasks, Locks, Guard and
-// Clusters are filled with them; the journal, the results, the logger, the metrics and the
-// fault-test hook are cfg's.
+// Engine returns the operation engine of these handlers: cfg's Tasks, Locks, Guard,
+// Clusters and Absorber are filled with them, its Metrics when unset; the journal, the
+// results, the logger and the fault-test hook are cfg's.
 func (h *Handlers) Engine(cfg operation.Config) (*operation.Engine, error) {
 	cfg.Tasks, cfg.Locks, cfg.Guard, cfg.Clusters = h, h, h, h.Clusters()
 	if cfg.Absorber == nil {
 		cfg.Absorber = h
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = h.cfg.Metrics
 	}
 	return operation.New(cfg)
 }

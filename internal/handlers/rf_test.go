@@ -332,7 +332,7 @@ func TestReplicationFactorZKReassign(t *testing.T) {
 	testenv.CreateTopic(t, env.Kafka(t, "local"), topic, [][]int32{{1, 2}, {3, 4}}, nil)
 	res := f.run(f.event(events.TypeReplicaChangeRequested, rfData(topic, 3, map[string]any{"strategy": "zk-reassign"})))
 	if res.Status != events.StatusSucceeded || res.Strategy != "zk-reassign" {
-		t.Fatalf("result %s via %s (%s)", res.Status, res.Strategy, res.Error)
+		t.Fatalf("result %s via %s (%s), skipped %q", res.Status, res.Strategy, res.Error, skipReasons(res.Skipped))
 	}
 	for _, c := range res.Changes {
 		if len(c.ReplicasAfter) != 3 || !slices.Equal(c.ReplicasAfter[:2], c.ReplicasBefore) {
@@ -396,4 +396,13 @@ func TestReplicationFactorRefusesForeignReassignment(t *testing.T) {
 	if after := state(t, f, topic); !sameState(before, after) {
 		t.Fatalf("the cluster changed: %+v -> %+v", before, after)
 	}
+}
+
+// skipReasons lists skipped partitions with their codes and reasons, for messages.
+func skipReasons(skips []events.Skip) []string {
+	out := make([]string, len(skips))
+	for i, s := range skips {
+		out[i] = fmt.Sprintf("%s (%s): %s", s.TopicPartition, s.Code, s.Reason)
+	}
+	return out
 }

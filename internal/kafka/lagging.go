@@ -22,12 +22,6 @@ func KnownBy(ctx context.Context, cl *kgo.Client, topics []string) (map[string]i
 	if err != nil {
 		return nil, classify(err)
 	}
-	req := kmsg.NewPtrMetadataRequest()
-	for _, t := range topics {
-		rt := kmsg.NewMetadataRequestTopic()
-		rt.Topic = kmsg.StringPtr(t)
-		req.Topics = append(req.Topics, rt)
-	}
 	var (
 		mu      sync.Mutex
 		wg      sync.WaitGroup
@@ -37,6 +31,12 @@ func KnownBy(ctx context.Context, cl *kgo.Client, topics []string) (map[string]i
 	)
 	for _, b := range md.Brokers {
 		wg.Go(func() {
+			req := kmsg.NewPtrMetadataRequest() // one each: the client sets its version
+			for _, t := range topics {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(t)
+				req.Topics = append(req.Topics, rt)
+			}
 			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
 			mu.Lock()
 			defer mu.Unlock()

@@ -48,12 +48,20 @@ func (p Partition) Reassigning() bool {
 }
 
 // ReassigningTo is the replica set an ongoing reassignment of the partition goes to: its
-// Target, or (Kafka 2.4+) its replicas but those it is removing; nil when none runs.
+// Target, or (Kafka 2.4+) its replicas and those it is adding, but those it is removing;
+// nil when none runs. (The replicas include those being added, except in a read whose
+// metadata lags the controller's list of reassignments, right after one starts.)
 func (p Partition) ReassigningTo() []int32 {
 	if p.Target != nil || !p.Reassigning() {
 		return p.Target
 	}
-	return Minus(p.Replicas, p.Removing)
+	to := slices.Clone(p.Replicas)
+	for _, b := range p.Adding {
+		if !slices.Contains(to, b) {
+			to = append(to, b)
+		}
+	}
+	return Minus(to, p.Removing)
 }
 
 // Reassignment describes the partition's ongoing reassignment, for messages: "adding [3],
