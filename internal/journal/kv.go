@@ -180,7 +180,13 @@ func (n *natsKV) keys(ctx context.Context, filter string) (map[string]uint64, er
 // maxValue is the connection's max payload (the server's max_payload) less the headroom
 // for headers: values larger than that are written in chunks.
 func (n *natsKV) maxValue() int {
-	return max(int(n.js.Conn().MaxPayload())-payloadHeadroom, 1<<10)
+	mp := int(n.js.Conn().MaxPayload())
+	if mp <= 0 {
+		// Not connected yet (the server says its max_payload when a connection opens): the
+		// write fails or waits for one; chunks of 64 KiB suit any server.
+		return 64 << 10
+	}
+	return max(mp-payloadHeadroom, 1<<10)
 }
 
 // Memory is a journal kept in memory, for tests of what uses the journal: the same rules

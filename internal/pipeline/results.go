@@ -147,7 +147,9 @@ func (r *streamResults) putParts(ctx context.Context, res *events.Result, raw []
 // max_payload: headers (expected last sequence, a replay's expected stream).
 const resultHeadroom = 8 << 10
 
-// maxResultMessage is the largest result body one message holds on nc.
+// maxResultMessage is the largest result body one message holds on nc: the server's
+// max_payload (as the connection was told) less the headroom, and never less than a head
+// needs (a connection not open yet knows no max_payload: its publish fails anyway).
 func maxResultMessage(nc *nats.Conn) int {
 	return max(int(nc.MaxPayload())-resultHeadroom, events.HeadBytes+32<<10)
 }
