@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // chunked is kv for values of any size over a kv whose writes are bounded (maxValue; a
@@ -211,9 +212,16 @@ func (c *chunked) writeChunks(ctx context.Context, key string, val []byte, limit
 	return ref, revs, nil
 }
 
+// cleanTimeout bounds the clean-up after a write: it is best effort, and must not use up
+// the caller's time (a purge the server refuses, for want of the permission, gets no
+// answer until the request times out).
+const cleanTimeout = 5 * time.Second
+
 // removeAll removes the chunks of a write whose head was not written (best effort: what
 // remains, the next write of the key removes).
 func (c *chunked) removeAll(ctx context.Context, key, nonce string, revs []uint64) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanTimeout)
+	defer cancel()
 	for i, rev := range revs {
 		_ = c.kv.remove(ctx, chunkKey(key, nonce, i), rev)
 	}
@@ -222,6 +230,8 @@ func (c *chunked) removeAll(ctx context.Context, key, nonce string, revs []uint6
 // clean removes the chunks of key older than its head of revision rev, except those of
 // nonce (the head's own). Best effort: a chunk that stays is removed by a later write.
 func (c *chunked) clean(ctx context.Context, key string, rev uint64, nonce string) {
+	ctx, cancel := context.WithTimeout(ctx, cleanTimeout)
+	defer cancel()
 	chunks, err := c.kv.keys(ctx, key+chunksToken+">")
 	if err != nil {
 		return
