@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -37,7 +38,17 @@ import (
 // removed without a trace (no delete markers), so the history of a chunked key holds only
 // heads. A value written whole costs its size for each revision the history keeps, as
 // before.
-type chunked struct{ kv kv }
+type chunked struct {
+	kv kv
+
+	// bare holds the keys that, as far as this process knows, have no chunks: its last
+	// write of the key was whole and the clean-up after it left none. A whole write of a
+	// bare key skips the clean-up (a request to the server). Chunks a write of another
+	// process left are found by this process's first write of the key, or by its next
+	// write in chunks.
+	mu   sync.Mutex
+	bare map[string]bool
+}
 
 var _ kv = (*chunked)(nil)
 
@@ -167,13 +178,18 @@ func (c *chunked) update(ctx context.Context, key string, val []byte, rev uint64
 func (c *chunked) write(ctx context.Context, key string, val []byte, put func([]byte) (uint64, error), check func() error) (uint64, error) {
 	limit := c.kv.maxValue()
 	if limit <= 0 || len(val) <= limit {
+		wasBare := c.isBare(key)
+		c.setBare(key, false)
 		rev, err := put(val)
 		if err != nil {
 			return 0, err
 		}
-		c.clean(ctx, key, rev, "")
+		if wasBare || c.clean(ctx, key, rev, "") {
+			c.setBare(key, true)
+		}
 		return rev, nil
 	}
+	c.setBare(key, false)
 	if err := check(); err != nil {
 		return 0, err
 	}
@@ -228,18 +244,43 @@ func (c *chunked) removeAll(ctx context.Context, key, nonce string, revs []uint6
 }
 
 // clean removes the chunks of key older than its head of revision rev, except those of
-// nonce (the head's own). Best effort: a chunk that stays is removed by a later write.
-func (c *chunked) clean(ctx context.Context, key string, rev uint64, nonce string) {
+// nonce (the head's own), and reports whether it left none but those. Best effort: a
+// chunk that stays is removed by a later write.
+func (c *chunked) clean(ctx context.Context, key string, rev uint64, nonce string) bool {
 	ctx, cancel := context.WithTimeout(ctx, cleanTimeout)
 	defer cancel()
 	chunks, err := c.kv.keys(ctx, key+chunksToken+">")
 	if err != nil {
-		return
+		return false
 	}
+	clean := true
 	for k, r := range chunks {
-		if r < rev && !strings.HasPrefix(k, key+chunksToken+nonce+".") {
-			_ = c.kv.remove(ctx, k, r)
+		switch {
+		case strings.HasPrefix(k, key+chunksToken+nonce+"."):
+		case r < rev && c.kv.remove(ctx, k, r) == nil:
+		default:
+			clean = false
 		}
+	}
+	return clean
+}
+
+func (c *chunked) isBare(key string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bare[key]
+}
+
+func (c *chunked) setBare(key string, bare bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bare == nil {
+		c.bare = map[string]bool{}
+	}
+	if bare {
+		c.bare[key] = true
+	} else {
+		delete(c.bare, key)
 	}
 }
 

@@ -437,3 +437,35 @@ func BenchmarkLargeEntry(b *testing.B) {
 		b.ReportMetric(float64(len(raw)), "entry-bytes")
 	})
 }
+
+// Chunks a worker left when it died mid-write are removed by the first write of the key by
+// the worker that takes the entry over, even a write whole.
+func TestTakeOverCleansADeadWritersChunks(t *testing.T) {
+	_, nc := testenv.InProcessNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	dead := journal.New(js)
+	if _, err := dead.Begin(ctx, held, nil, entry("e1")); err != nil {
+		t.Fatal(err)
+	}
+	// It died after writing the chunks of its next write, before the head.
+	for i := range 2 {
+		if err := journal.PutRaw(ctx, dead, fmt.Sprintf("c1.chunks.DEAD.%d", i), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := journal.New(js)
+	r, err := next.Get(ctx, "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.TakeOver(ctx, held, r, "w2", 2); err != nil {
+		t.Fatal(err)
+	}
+	if keys := chunkKeys(t, next); len(keys) != 0 {
+		t.Fatalf("after the take-over: chunk keys %v", keys)
+	}
+}
