@@ -26,18 +26,20 @@ import (
 // A reader that finds chunks of the head it read gone (a writer replaced the value since)
 // reads the head again: it gets the old value or the new one whole, never a mix.
 //
-// After each write of a key, the chunks of that key no head names any more are removed:
-// those of the value it replaced, and those of a write that died between its chunks and
-// its head (or lost the compare-and-set). A chunk is removed only when it is older than
-// the head just written (a lower revision): chunks of a concurrent writer still to write
-// its head are newer, and that writer's head, once written, would fail its check anyway
-// (the key has moved).
+// After a write of a key, the chunks of that key no head names any more are removed: those
+// of the value it replaced, and those of a write that died between its chunks and its head
+// (or lost the compare-and-set). (A write whole skips this when the same process's last
+// write of the key was whole and left no chunks: see bare.) A chunk is removed only when
+// it is older than the head just written (a lower revision): a writer whose chunks are
+// older read the head before it moved, so its compare-and-set fails; the chunks of a
+// writer that read the new head are newer, and stay.
 //
 // Storage: a value in chunks costs its size once (plus about 100 bytes a chunk) and a head
-// of about 250 bytes per revision in the key's history; the chunks of replaced values are
-// removed without a trace (no delete markers), so the history of a chunked key holds only
-// heads. A value written whole costs its size for each revision the history keeps, as
-// before.
+// of about 250 bytes for each revision the key's history keeps (16); the chunks of
+// replaced values are removed without a trace (a purge of their subjects: no delete
+// markers), so the history of a chunked key holds heads whose chunks are gone: earlier
+// values of a chunked key are not kept. A value written whole costs its size for each
+// revision the history keeps, as before.
 type chunked struct {
 	kv kv
 
