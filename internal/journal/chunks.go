@@ -117,7 +117,7 @@ func (c *chunked) get(ctx context.Context, key string) ([]byte, uint64, error) {
 
 // read reads the chunks ref names and checks them whole.
 func (c *chunked) read(ctx context.Context, key string, ref chunkRef) ([]byte, error) {
-	whole := make([]byte, 0, ref.Size)
+	whole := make([]byte, 0, min(ref.Size, MaxEntryBytes))
 	for i := range ref.Chunks {
 		val, _, err := c.kv.get(ctx, chunkKey(key, ref.Nonce, i))
 		if errors.Is(err, errNotFound) {

@@ -130,6 +130,10 @@ func (r *streamResults) Publish(ctx context.Context, res *events.Result) (*event
 // putParts stores raw, the encoding of res whole, in parts of at most limit bytes on
 // subjects of a new nonce, and returns what the head says of them.
 func (r *streamResults) putParts(ctx context.Context, res *events.Result, raw []byte, limit int) (*events.Truncated, error) {
+	if n := len(events.ResultPartSubject(res.ID, rand.Text(), len(raw))); n > maxPartSubject {
+		// A subject over the server's control-line limit would cost the connection.
+		return nil, fmt.Errorf("publish result of %.40s…: its parts' subjects would be %d bytes, over %d", res.ID, n, maxPartSubject)
+	}
 	sum := sha256.Sum256(raw)
 	t := &events.Truncated{Changes: len(res.Changes), Skipped: len(res.Skipped), Noop: len(res.Noop),
 		Parts: (len(raw) + limit - 1) / limit, Size: len(raw), SHA256: hex.EncodeToString(sum[:]),
@@ -142,6 +146,11 @@ func (r *streamResults) putParts(ctx context.Context, res *events.Result, raw []
 	}
 	return t, nil
 }
+
+// maxPartSubject bounds the subject of a part: the server drops a connection whose
+// control line (verb, subject, reply, sizes) exceeds 4 KiB. journal.CheckFits refuses
+// such an event id at plan time.
+const maxPartSubject = 3840
 
 // resultHeadroom is what a result message needs besides its body within the server's
 // max_payload: headers (expected last sequence, a replay's expected stream).
