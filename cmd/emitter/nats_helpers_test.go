@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -201,6 +202,17 @@ func (fw *fakeWorker) handle(m *nats.Msg) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if len(raw) > int(fw.nc.MaxPayload())/2 {
+		// Too large for one message: stored as a worker stores it, in parts.
+		results, err := pipeline.NewResults(ctx, fw.nc)
+		if err == nil {
+			_, _, err = results.Publish(ctx, &res)
+		}
+		if err != nil {
+			fw.t.Errorf("fake worker: publish the result of %s: %v", ev.ID, err)
+		}
+		return
+	}
 	if _, err := fw.js.Publish(ctx, events.ResultSubject(ev.ID), raw); err != nil {
 		fw.t.Errorf("fake worker: publish the result of %s: %v", ev.ID, err)
 	}

@@ -25,6 +25,9 @@ import (
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 	"github.com/kafkamender/kafkamender/internal/worker"
@@ -161,6 +164,28 @@ clusters: {local: {bootstrap_servers: [%q]}}
 		}
 	}
 
+	// A result too large for one message, stored by the worker (parts, then the head),
+	// read whole by the emitter.
+	quietWorker, err := nats.Connect(s.ClientURL(), nats.UserInfo("kafkamender-worker", workerPW))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quietWorker.Close()
+	results, err := pipeline.NewResults(t.Context(), quietWorker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	large := answerLarge(nil)
+	large.ID, large.Type, large.Cluster, large.Worker = "perm-7", "replica-change-requested", "local", "permissions-test"
+	if _, ok, err := results.Publish(t.Context(), &large); err != nil || !ok || large.Truncated == nil {
+		t.Fatalf("publish a large result: %v %v", ok, err)
+	}
+	e, stdout, stderr := testEnv(emitterVars)
+	if code := run(t.Context(), []string{"result", "--id", "perm-7", "-o", "json"}, e); code != exitOK || !bytes.Contains(stdout.Bytes(), []byte(`"partition":99`)) ||
+		bytes.Contains(stdout.Bytes(), []byte(`"truncated"`)) {
+		t.Errorf("emitter result of a large result: exit %d, %d bytes\n%s", code, stdout.Len(), stderr)
+	}
+
 	// The Alertmanager webhook publishes on the worker's connection.
 	body, _ := json.Marshal(map[string]any{"version": "4", "groupKey": `{}:{alertname="KafkaBrokerOverloaded"}`, "status": "firing",
 		"receiver": "kafkamender", "alerts": []map[string]any{{
@@ -249,6 +274,33 @@ func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
 	}
 	if err := op.Close(ctx); err != nil {
 		t.Fatalf("journal close: %v", err)
+	}
+	// An entry too large for one message: chunks written, then purged by the next writes.
+	big := journal.Entry{Event: "perm-6", Type: "broker-overloaded", Cluster: "perm-big", Changes: make([]plan.Change, 12000)}
+	for i := range big.Changes {
+		big.Changes[i] = plan.Change{TopicPartition: model.TopicPartition{Topic: fmt.Sprintf("orders-%03d", i/100), Partition: int32(i % 100)},
+			ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{2, 3, 1}, LeaderBefore: 1, LeaderAfter: 2}
+	}
+	op, err = j.Begin(ctx, alive, nil, big)
+	if err != nil {
+		t.Fatalf("journal, a large entry: %v", err)
+	}
+	op.Entry.Step = journal.StepDone
+	if err := op.Save(ctx); err != nil {
+		t.Fatalf("journal save, a large entry: %v", err)
+	}
+	if r, err := j.Get(ctx, "perm-big"); err != nil || len(r.Changes) != 12000 {
+		t.Fatalf("journal get, a large entry: %v", err)
+	}
+	if err := op.Close(ctx); err != nil {
+		t.Fatalf("journal close, a large entry: %v", err)
+	}
+	kvStream, err := js.Stream(ctx, "KV_"+journal.Bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := kvStream.Info(ctx, jetstream.WithSubjectFilter("$KV."+journal.Bucket+".perm-big.chunks.>")); err != nil || len(info.State.Subjects) != 0 {
+		t.Errorf("journal chunks left: %v %v", info.State.Subjects, err)
 	}
 
 	l, err := locks.NewKV(js, locks.KVConfig{Worker: "permissions-test", Wait: 10 * time.Second})

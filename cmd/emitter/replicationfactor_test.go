@@ -246,6 +246,9 @@ func TestRFWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.Flush(); err != nil { // the server knows the subscription before the emitter publishes
+		t.Fatal(err)
+	}
 
 	e, stdout, stderr := testEnv(nil)
 	code := run(t.Context(), []string{"replication-factor", "--nats-url", url, "--cluster", "local", "--topic", "orders",

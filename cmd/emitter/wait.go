@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
 
 // publishTimeout bounds connecting to NATS and waiting for the publish
@@ -173,7 +174,7 @@ func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream
 			printProgress(m)
 		case m := <-results:
 			drainProgress() // reports that came before the result
-			return decodeResult(m.Data)
+			return wholeResult(ctx, js, m.Data)
 		case <-reconnected:
 			got, err := lookupResult(ctx, js, id)
 			if err != nil {
@@ -194,9 +195,8 @@ func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream
 // errNoResultsStream: no worker ever set up the results stream on this NATS.
 var errNoResultsStream = fmt.Errorf("stream %s does not exist (no worker has set it up on this NATS server)", events.ResultsStream)
 
-// lookupResult reads the last result stored for event id from the results
-// stream. It returns nil and no error when there is none.
-func lookupResult(ctx context.Context, js jetstream.JetStream, id string) (*received, error) {
+// resultsStream is the results stream, for direct gets.
+func resultsStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
 	stream, err := js.Stream(ctx, events.ResultsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, errNoResultsStream
@@ -204,19 +204,49 @@ func lookupResult(ctx context.Context, js jetstream.JetStream, id string) (*rece
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.ResultsStream, err)
 	}
-	msg, err := stream.GetLastMsgForSubject(ctx, events.ResultSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s from stream %s: %w", events.ResultSubject(id), events.ResultsStream, err)
-	}
-	got, err := decodeResult(msg.Data)
+	return stream, nil
+}
+
+// lookupResult reads the result stored for event id from the results stream,
+// whole (a result too large for one message is stored in parts). It returns nil
+// and no error when there is none.
+func lookupResult(ctx context.Context, js jetstream.JetStream, id string) (*received, error) {
+	stream, err := resultsStream(ctx, js)
 	if err != nil {
 		return nil, err
 	}
-	got.stored = true
+	res, raw, err := pipeline.ReadResult(ctx, stream, id)
+	if err != nil {
+		return nil, fmt.Errorf("read %s from stream %s: %w", events.ResultSubject(id), events.ResultsStream, err)
+	}
+	if res == nil {
+		return nil, nil
+	}
+	got, err := decodeResult(raw)
+	if err != nil {
+		return nil, err
+	}
+	got.result, got.stored = *res, true
 	return got, nil
+}
+
+// wholeResult decodes raw, a result received on its subject. When it is the head of a
+// result too large for one message (it says truncated), the whole result is read from
+// the results stream, where its parts were stored before the head was published.
+func wholeResult(ctx context.Context, js jetstream.JetStream, raw []byte) (*received, error) {
+	got, err := decodeResult(raw)
+	if err != nil || got.result.Truncated == nil {
+		return got, err
+	}
+	stream, err := resultsStream(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	res, whole, err := pipeline.ReadWhole(ctx, stream, raw)
+	if err != nil {
+		return nil, fmt.Errorf("read the whole result from stream %s: %w", events.ResultsStream, err)
+	}
+	return &received{raw: whole, result: *res}, nil
 }
 
 // writeResult prints a result in the format asked for: json is the result as

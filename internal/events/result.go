@@ -1,8 +1,11 @@
 package events
 
 import (
+	"encoding/json"
+	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Subjects and streams of results and progress.
@@ -15,6 +18,16 @@ const (
 
 // ResultSubject is where the result of event id is published.
 func ResultSubject(id string) string { return ResultsSubjectPrefix + "." + id }
+
+// ResultPartsSubject is the subject prefix of the parts of a result too large for one
+// message: part i is on ResultPartsSubject(id, nonce) + "." + i (see ResultPartSubject),
+// one nonce per publish. Heads (ResultSubject) never have more than three tokens.
+func ResultPartsSubject(id, nonce string) string { return ResultSubject(id) + ".parts." + nonce }
+
+// ResultPartSubject is the subject of part i of a result stored in parts.
+func ResultPartSubject(id, nonce string, i int) string {
+	return ResultPartsSubject(id, nonce) + "." + strconv.Itoa(i)
+}
 
 // ProgressSubject is where progress of event id is published.
 func ProgressSubject(id string) string { return ProgressSubjectPrefix + "." + id }
@@ -66,6 +79,95 @@ type Result struct {
 	// ThrottlesKept lists throttle configs the operation had set that someone else changed
 	// while it ran: left with their value, not restored.
 	ThrottlesKept []KeptThrottle `json:"throttles_kept,omitempty"`
+	// Truncated is set when the result is too large for one message: it is stored in
+	// parts, and what is published on the result subject (the head) has its lists cut to
+	// their first entries (see Head). A result read whole (pipeline.ReadResult) has its
+	// lists whole and keeps Truncated, which says where they are stored; encoding it gives
+	// the head again.
+	Truncated *Truncated `json:"truncated,omitempty"`
+}
+
+// Truncated says that a result's lists are cut in the message on its subject (the head),
+// how long they are, and where the whole result is: in Parts messages of the results
+// stream, on Subject.0 … Subject.<Parts-1>, whose bodies, joined, are the whole result
+// (JSON, without "truncated"), of Size bytes with the given SHA-256 (hex).
+type Truncated struct {
+	Changes int    `json:"changes"`
+	Skipped int    `json:"skipped"`
+	Noop    int    `json:"noop"`
+	Parts   int    `json:"parts"`
+	Size    int    `json:"size"`
+	SHA256  string `json:"sha256"`
+	Subject string `json:"subject"`
+}
+
+// HeadBytes bounds the lists of a head: changes, then skipped, then noop keep their first
+// entries while the head stays within HeadBytes. headTextBytes bounds each of error,
+// note and reason in a head.
+const (
+	HeadBytes     = 64 << 10
+	headTextBytes = 4 << 10
+)
+
+// MarshalJSON encodes r; a result with Truncated set is encoded as its head (Head), so
+// that a stored result read whole and published again is the message the stream holds.
+func (r Result) MarshalJSON() ([]byte, error) {
+	type plain Result
+	if r.Truncated == nil {
+		return json.Marshal(plain(r))
+	}
+	return json.Marshal(plain(r.Head()))
+}
+
+// Head is r as the message on its subject holds it when r is too large for one (r has
+// Truncated set): error, note and reason cut to 4 KiB each, and changes, skipped and noop
+// to the first entries that keep the head within HeadBytes, in that order. It depends
+// on r alone (not on replayed), so the head of a replay is the stored head.
+func (r Result) Head() Result {
+	h := r
+	h.Error, h.Note, h.Reason = cutText(r.Error), cutText(r.Note), cutText(r.Reason)
+	h.Changes, h.Skipped, h.Noop = []Change{}, []Skip{}, nil
+	base := h
+	base.Replayed = false
+	type plain Result
+	fixed, err := json.Marshal(plain(base))
+	if err != nil {
+		return h
+	}
+	budget := HeadBytes - len(fixed)
+	h.Changes = prefix(r.Changes, &budget)
+	h.Skipped = prefix(r.Skipped, &budget)
+	if noop := prefix(r.Noop, &budget); len(noop) > 0 {
+		h.Noop = noop
+	}
+	return h
+}
+
+// prefix returns the first entries of list whose encodings fit in *budget (each with a
+// separating comma), and takes their size from it; never nil.
+func prefix[T any](list []T, budget *int) []T {
+	n := 0
+	for _, e := range list {
+		raw, err := json.Marshal(e)
+		if err != nil || len(raw)+1 > *budget {
+			break
+		}
+		*budget -= len(raw) + 1
+		n++
+	}
+	return append(make([]T, 0, n), list[:n]...)
+}
+
+// cutText cuts s to headTextBytes (at a rune boundary), marked with "…".
+func cutText(s string) string {
+	if len(s) <= headTextBytes {
+		return s
+	}
+	n := headTextBytes
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // AddNote appends a sentence to Note.

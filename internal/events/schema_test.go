@@ -548,6 +548,7 @@ func TestResultSchemaMatchesResult(t *testing.T) {
 		"/$defs/skip":           reflect.TypeFor[Skip](),
 		"/$defs/topicPartition": reflect.TypeFor[TopicPartition](),
 		"/$defs/keptThrottle":   reflect.TypeFor[KeptThrottle](),
+		"/$defs/truncated":      reflect.TypeFor[Truncated](),
 	} {
 		checkObjectSchema(t, "result.json#"+ptr, schemaNode(t, doc, ptr), typ)
 	}
@@ -722,7 +723,11 @@ func TestGoValuesValidate(t *testing.T) {
 	}
 	stored := Result{ID: "x", Type: TypeBrokerOverloaded, Cluster: "local", Status: StatusRejected, Error: "data.broker: required",
 		StartedAt: start, FinishedAt: start, Changes: []Change{}, Skipped: []Skip{}}
-	for name, v := range map[string]any{"full result": full, "rejected result": stored} {
+	// The head of a result too large for one message.
+	head := full
+	head.Truncated = &Truncated{Changes: 3, Skipped: 2, Noop: 1, Parts: 2, Size: 1 << 21,
+		SHA256: strings.Repeat("0a", 32), Subject: ResultPartsSubject("a1b2", "NONCE")}
+	for name, v := range map[string]any{"full result": full, "rejected result": stored, "head": head} {
 		raw, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)

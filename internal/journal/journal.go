@@ -30,6 +30,15 @@
 //     a write that never happened (the worker died in between), never the reverse: whoever
 //     resumes compares the entry with a fresh read of the cluster and acts on what it finds.
 //
+// # Size
+//
+// An entry has no size limit below MaxEntryBytes (a shed of 25,000 partitions with its
+// request of up to 1 MiB is about 5 MiB), while a NATS message holds at most the
+// server's max_payload (1 MiB by default). An entry too large for one message is stored
+// in chunks under keys of its own, and the cluster's key holds a small head naming them:
+// writes stay one compare-and-set of the cluster's key, and a reader gets an entry whole
+// or not at all (see chunked). What cannot be stored is refused at plan time: CheckFits.
+//
 // How an entry is resumed, finished or rolled back is described in package operation.
 package journal
 
@@ -38,6 +47,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -154,12 +165,15 @@ func (*fencedError) Error() string {
 func (*fencedError) Transient() bool { return true }
 
 // Store is the journal: entries kept, one per cluster, in a revision-checked key-value
-// store (a JetStream bucket, or memory for tests).
+// store (a JetStream bucket, or memory for tests). An entry of any size up to
+// MaxEntryBytes is stored: one too large for one message goes in chunks (see chunked).
 type Store struct{ kv kv }
 
 // New returns the journal in the JetStream key-value bucket Bucket, bound (and created
 // when missing) on first use, so that a worker starts while NATS is still unreachable.
-func New(js jetstream.JetStream) *Store { return &Store{kv: &natsKV{js: js}} }
+func New(js jetstream.JetStream) *Store { return newStore(&natsKV{js: js}) }
+
+func newStore(kv kv) *Store { return &Store{kv: &chunked{kv: kv}} }
 
 // Get returns the cluster's entry (open or closed), or nil when it has none.
 func (s *Store) Get(ctx context.Context, cluster string) (*Record, error) {
@@ -179,12 +193,13 @@ func (s *Store) Get(ctx context.Context, cluster string) (*Record, error) {
 
 // List returns every entry, open or closed (for operators and tests).
 func (s *Store) List(ctx context.Context) ([]*Record, error) {
-	keys, err := s.kv.keys(ctx)
+	// Keys are cluster names, one token each: "*" lists them and never a chunk.
+	keys, err := s.kv.keys(ctx, "*")
 	if err != nil {
 		return nil, retry.Transient(fmt.Errorf("list journal: %w", err))
 	}
 	var out []*Record
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		r, err := s.Get(ctx, k)
 		if err != nil {
 			return nil, err
@@ -278,6 +293,9 @@ func (o *Op) write(ctx context.Context, verb string, put func(raw []byte) (uint6
 	raw, err := json.Marshal(o.Entry)
 	if err != nil {
 		return fmt.Errorf("encode journal of cluster %s: %w", o.key, err)
+	}
+	if len(raw) > MaxEntryBytes {
+		return fmt.Errorf("%s journal of cluster %s: %w", verb, o.key, &tooLarge{what: "the entry", size: len(raw), max: MaxEntryBytes})
 	}
 	rev, err := put(raw)
 	switch {

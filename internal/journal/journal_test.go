@@ -13,8 +13,9 @@ import (
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
-// stores runs test against the journal in JetStream (an in-process nats-server) and in
-// memory: the rules are the same.
+// stores runs test against the journal in JetStream (an in-process nats-server, default
+// limits), in memory, and in memory whose writes hold 256 bytes at most: the rules are the
+// same.
 func stores(t *testing.T, test func(t *testing.T, s *journal.Store)) {
 	t.Run("jetstream", func(t *testing.T) {
 		_, nc := testenv.InProcessNATS(t)
@@ -26,6 +27,11 @@ func stores(t *testing.T, test func(t *testing.T, s *journal.Store)) {
 	})
 	t.Run("memory", func(t *testing.T) {
 		s, _ := journal.NewMemory()
+		test(t, s)
+	})
+	t.Run("memory-chunked", func(t *testing.T) {
+		// Every entry of these tests is larger than 256 bytes: all are written in chunks.
+		s, _ := journal.NewMemoryMaxValue(256)
 		test(t, s)
 	})
 }

@@ -8,10 +8,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
-// kv is where the journal keeps its entries: a revision-checked key-value store.
+// kv is where the journal keeps its entries: a revision-checked key-value store. Keys are
+// dot-separated tokens (NATS subjects), values bytes.
 type kv interface {
 	// get returns the value of key and its revision; errNotFound when it has none.
 	get(ctx context.Context, key string) ([]byte, uint64, error)
@@ -20,8 +22,14 @@ type kv interface {
 	// update stores a value if the key is at revision rev; errRevision otherwise
 	// (errNotFound when the key has no value).
 	update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error)
-	// keys lists the keys that have a value.
-	keys(ctx context.Context) ([]string, error)
+	// remove erases key's value of revision rev, leaving nothing: no delete marker, no
+	// history (it is for keys written once). A value gone already is no error.
+	remove(ctx context.Context, key string, rev uint64) error
+	// keys lists the keys that have a value and match filter (NATS subject wildcards: "*"
+	// one token, ">" the rest), with their revisions.
+	keys(ctx context.Context, filter string) (map[string]uint64, error)
+	// maxValue is the largest value one write stores (0: no limit).
+	maxValue() int
 }
 
 var (
@@ -30,19 +38,27 @@ var (
 	errRevision = errors.New("revision mismatch")
 )
 
+// payloadHeadroom is what a key-value write needs besides its value within the server's
+// max_payload: the message headers (expected revision, and room for what a later server
+// or client adds).
+const payloadHeadroom = 8 << 10
+
 // natsKV is kv on the JetStream key-value bucket Bucket.
 type natsKV struct {
 	js jetstream.JetStream
 
 	mu     sync.Mutex
 	bucket jetstream.KeyValue
+	stream jetstream.Stream // the bucket's stream, KV_<Bucket>
 }
 
-func (n *natsKV) kv(ctx context.Context) (jetstream.KeyValue, error) {
+var _ kv = (*natsKV)(nil)
+
+func (n *natsKV) kv(ctx context.Context) (jetstream.KeyValue, jetstream.Stream, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.bucket != nil {
-		return n.bucket, nil
+		return n.bucket, n.stream, nil
 	}
 	kv, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
@@ -51,14 +67,18 @@ func (n *natsKV) kv(ctx context.Context) (jetstream.KeyValue, error) {
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s: %w", Bucket, err))
+		return nil, nil, retry.Transient(fmt.Errorf("key-value bucket %s: %w", Bucket, err))
 	}
-	n.bucket = kv
-	return kv, nil
+	stream, err := n.js.Stream(ctx, "KV_"+Bucket)
+	if err != nil {
+		return nil, nil, retry.Transient(fmt.Errorf("stream of key-value bucket %s: %w", Bucket, err))
+	}
+	n.bucket, n.stream = kv, stream
+	return kv, stream, nil
 }
 
 func (n *natsKV) get(ctx context.Context, key string) ([]byte, uint64, error) {
-	kv, err := n.kv(ctx)
+	kv, _, err := n.kv(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -76,7 +96,7 @@ func (n *natsKV) get(ctx context.Context, key string) ([]byte, uint64, error) {
 }
 
 func (n *natsKV) create(ctx context.Context, key string, val []byte) (uint64, error) {
-	kv, err := n.kv(ctx)
+	kv, _, err := n.kv(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -88,7 +108,7 @@ func (n *natsKV) create(ctx context.Context, key string, val []byte) (uint64, er
 }
 
 func (n *natsKV) update(ctx context.Context, key string, val []byte, rev uint64) (uint64, error) {
-	kv, err := n.kv(ctx)
+	kv, _, err := n.kv(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -102,20 +122,71 @@ func (n *natsKV) update(ctx context.Context, key string, val []byte, rev uint64)
 	return rev, err
 }
 
-func (n *natsKV) keys(ctx context.Context) ([]string, error) {
-	kv, err := n.kv(ctx)
+// remove purges key's subject from the bucket's stream, up to revision rev. A key-value
+// delete or purge would leave a marker per key for good (a delete keeps the value too, in
+// the key's history of 16): the chunks of every large write would pile up as markers. A
+// stream purge of the subject leaves nothing. (Key-value streams deny deleting a message
+// by sequence; they allow purging.)
+func (n *natsKV) remove(ctx context.Context, key string, rev uint64) error {
+	_, stream, err := n.kv(ctx)
+	if err != nil {
+		return err
+	}
+	err = stream.Purge(ctx, jetstream.WithPurgeSubject("$KV."+Bucket+"."+key), jetstream.WithPurgeSequence(rev+1))
+	if err != nil {
+		return fmt.Errorf("remove %s (revision %d): %w", key, rev, err)
+	}
+	return nil
+}
+
+// keys asks the stream which subjects under filter hold messages (one request, the
+// common answer being none) and, only when some do, reads their revisions with a
+// headers-only watch (which skips deleted keys).
+func (n *natsKV) keys(ctx context.Context, filter string) (map[string]uint64, error) {
+	kv, stream, err := n.kv(ctx)
 	if err != nil {
 		return nil, err
 	}
-	lister, err := kv.ListKeys(ctx)
+	prefix := "$KV." + Bucket + "."
+	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(prefix+filter))
 	if err != nil {
 		return nil, err
 	}
-	var out []string
-	for k := range lister.Keys() {
-		out = append(out, k)
+	if len(info.State.Subjects) == 0 {
+		return nil, nil
 	}
-	return out, nil
+	w, err := kv.WatchFiltered(ctx, []string{filter}, jetstream.MetaOnly(), jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	out := map[string]uint64{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("list keys %s: the watch ended", filter)
+			}
+			if e == nil { // the keys as of the watch's start are all in
+				return out, nil
+			}
+			out[e.Key()] = e.Revision()
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// maxValue is the connection's max payload (the server's max_payload) less the headroom
+// for headers: values larger than that are written in chunks.
+func (n *natsKV) maxValue() int {
+	mp := int(n.js.Conn().MaxPayload())
+	if mp <= 0 {
+		// Not connected yet (the server says its max_payload when a connection opens): the
+		// write fails or waits for one; chunks of 64 KiB suit any server.
+		return 64 << 10
+	}
+	return max(mp-payloadHeadroom, 1<<10)
 }
 
 // Memory is a journal kept in memory, for tests of what uses the journal: the same rules
@@ -124,10 +195,15 @@ type Memory struct {
 	mu   sync.Mutex
 	rev  uint64
 	vals map[string]memValue
+	// max, when set, is the largest value one write stores: larger entries are written in
+	// chunks, as in JetStream.
+	max int
 	// fail, when set, is asked before each write (op "create" or "update") of key: a
 	// non-nil error fails the write, which then stores nothing.
 	fail func(op, key string) error
 }
+
+var _ kv = (*Memory)(nil)
 
 type memValue struct {
 	val []byte
@@ -135,9 +211,15 @@ type memValue struct {
 }
 
 // NewMemory returns a journal kept in memory, and the memory (to inject failures).
-func NewMemory() (*Store, *Memory) {
-	m := &Memory{vals: map[string]memValue{}}
-	return &Store{kv: m}, m
+func NewMemory() (*Store, *Memory) { return NewMemoryMaxValue(0) }
+
+// NewMemoryMaxValue is NewMemory with max the largest value one write stores (as a NATS
+// server's max_payload bounds a message), so that entries larger than max are written in
+// chunks, as they are in JetStream: chunk writes (op "create", key
+// "<cluster>.chunks.<nonce>.<i>") reach FailWrites too. 0: no limit, as NewMemory.
+func NewMemoryMaxValue(max int) (*Store, *Memory) {
+	m := &Memory{vals: map[string]memValue{}, max: max}
+	return newStore(m), m
 }
 
 // FailWrites makes each later write ask f first (op is "create" or "update"): a non-nil
@@ -161,10 +243,8 @@ func (m *Memory) get(_ context.Context, key string) ([]byte, uint64, error) {
 func (m *Memory) create(_ context.Context, key string, val []byte) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.fail != nil {
-		if err := m.fail("create", key); err != nil {
-			return 0, err
-		}
+	if err := m.check("create", key, val); err != nil {
+		return 0, err
 	}
 	if _, ok := m.vals[key]; ok {
 		return 0, errExists
@@ -175,10 +255,8 @@ func (m *Memory) create(_ context.Context, key string, val []byte) (uint64, erro
 func (m *Memory) update(_ context.Context, key string, val []byte, rev uint64) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.fail != nil {
-		if err := m.fail("update", key); err != nil {
-			return 0, err
-		}
+	if err := m.check("update", key, val); err != nil {
+		return 0, err
 	}
 	v, ok := m.vals[key]
 	switch {
@@ -190,18 +268,43 @@ func (m *Memory) update(_ context.Context, key string, val []byte, rev uint64) (
 	return m.put(key, val), nil
 }
 
+func (m *Memory) check(op, key string, val []byte) error {
+	if m.fail != nil {
+		if err := m.fail(op, key); err != nil {
+			return err
+		}
+	}
+	if m.max > 0 && len(val) > m.max {
+		return fmt.Errorf("%s %s: value of %d bytes over the maximum of %d", op, key, len(val), m.max)
+	}
+	return nil
+}
+
 func (m *Memory) put(key string, val []byte) uint64 {
 	m.rev++
 	m.vals[key] = memValue{val: append([]byte(nil), val...), rev: m.rev}
 	return m.rev
 }
 
-func (m *Memory) keys(context.Context) ([]string, error) {
+func (m *Memory) remove(_ context.Context, key string, rev uint64) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	out := make([]string, 0, len(m.vals))
-	for k := range m.vals {
-		out = append(out, k)
+	if v, ok := m.vals[key]; ok && v.rev == rev {
+		delete(m.vals, key)
+	}
+	return nil
+}
+
+func (m *Memory) keys(_ context.Context, filter string) (map[string]uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]uint64{}
+	for k, v := range m.vals {
+		if events.SubjectMatches(filter, k) {
+			out[k] = v.rev
+		}
 	}
 	return out, nil
 }
+
+func (m *Memory) maxValue() int { return m.max }

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -30,17 +32,39 @@ import (
 
 // WatchResults subscribes to the result subject of event id, before the event is
 // published, and returns a channel that receives every result published there (replays
-// included). A result that is not JSON fails the test.
+// included), whole: a result too large for one message is published as a head, and read
+// whole from the results stream (pipeline.ReadWhole). A result that is not JSON, or
+// whose parts cannot be read, fails the test.
 func WatchResults(t testing.TB, nc *nats.Conn, id string) <-chan *events.Result {
 	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ch := make(chan *events.Result, 8)
 	sub, err := nc.Subscribe(events.ResultSubject(id), func(m *nats.Msg) {
-		var res events.Result
-		if err := json.Unmarshal(m.Data, &res); err != nil {
+		var head events.Result
+		if err := json.Unmarshal(m.Data, &head); err != nil {
 			t.Errorf("result is not JSON: %v: %s", err, m.Data)
 			return
 		}
-		ch <- &res
+		if head.Truncated == nil {
+			ch <- &head
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		stream, err := js.Stream(ctx, events.ResultsStream)
+		if err != nil {
+			t.Errorf("result of %s: %v", id, err)
+			return
+		}
+		res, _, err := pipeline.ReadWhole(ctx, stream, m.Data)
+		if err != nil {
+			t.Errorf("result of %s: %v", id, err)
+			return
+		}
+		ch <- res
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +91,8 @@ func NextResult(t testing.TB, ch <-chan *events.Result, timeout time.Duration) *
 }
 
 // StoredResult checks that exactly one result of event id is stored in KAFKAMENDER_RESULTS
-// (the audit trail), and returns it.
+// (the audit trail), and returns it whole (pipeline.ReadResult: a result too large for one
+// message is stored in parts).
 func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Result {
 	t.Helper()
 	s, err := js.Stream(t.Context(), events.ResultsStream)
@@ -82,15 +107,14 @@ func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Resul
 	if n := info.State.Subjects[subj]; n != 1 {
 		t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
 	}
-	msg, err := s.GetLastMsgForSubject(t.Context(), subj)
+	res, _, err := pipeline.ReadResult(t.Context(), s, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var res events.Result
-	if err := json.Unmarshal(msg.Data, &res); err != nil {
-		t.Fatal(err)
+	if res == nil {
+		t.Fatalf("no result of %s stored", id)
 	}
-	return &res
+	return res
 }
 
 // Partitions reads a topic's partitions. On the legacy cluster (before Kafka 2.4) it sees

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -241,7 +242,19 @@ func (n *natsConn) event(ctx context.Context, clusterName, typ, id string, data 
 	if err := json.Unmarshal(m.Data, &res); err != nil {
 		return nil, time.Time{}, fmt.Errorf("result of %s: %w", id, err)
 	}
-	return &res, heard, nil
+	if res.Truncated == nil {
+		return &res, heard, nil
+	}
+	// Too large for one message, the result came as its head; it is whole in the stream.
+	stream, err := n.js.Stream(ctx, events.ResultsStream)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("result of %s: %w", id, err)
+	}
+	whole, _, err := pipeline.ReadWhole(ctx, stream, m.Data)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("result of %s: %w", id, err)
+	}
+	return whole, heard, nil
 }
 
 // didPlan checks that kafkamender's result says it made exactly the change p plans.

@@ -19,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
@@ -143,13 +144,11 @@ func (d *demo) result(ctx context.Context, id string, within time.Duration) (*ev
 	for {
 		s, err := d.js.Stream(ctx, events.ResultsStream)
 		if err == nil {
-			var m *jetstream.RawStreamMsg
-			if m, err = s.GetLastMsgForSubject(ctx, events.ResultSubject(id)); err == nil {
-				var r events.Result
-				if err := json.Unmarshal(m.Data, &r); err != nil {
-					return nil, fmt.Errorf("result of %s: %w", id, err)
-				}
-				return &r, nil
+			var r *events.Result
+			if r, _, err = pipeline.ReadResult(ctx, s, id); err == nil && r != nil {
+				return r, nil
+			} else if err == nil {
+				err = errors.New("not stored yet")
 			}
 		}
 		select {
