@@ -6,8 +6,10 @@
 //	worker --config worker.yaml
 //	worker logdir inspect|move|recover ...
 //
-// It serves /healthz, /readyz and /metrics on the configured http.listen and
-// stops cleanly on SIGINT or SIGTERM. Exit status: 0 after a clean stop, 2
+// It serves /healthz, /readyz, /metrics and the Alertmanager webhook
+// (/v1/alertmanager) on the configured http.listen, and stops cleanly on
+// SIGINT or SIGTERM: the operations in hand stop before their next write and
+// leave their events to the next worker. Exit status: 0 after a clean stop, 2
 // for a usage or configuration error, 1 for any other failure.
 //
 // "worker logdir" is the offline log-directory tool for stopped brokers
@@ -50,8 +52,11 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprint(fs.Output(), `Usage: worker --config FILE
        worker logdir inspect|move|recover ...   (offline; see worker logdir --help)
 
-Runs a kafkamender worker. It serves /healthz, /readyz and /metrics on the
-configured http.listen address and stops on SIGINT or SIGTERM.
+Runs a kafkamender worker: it consumes events from NATS JetStream and repairs
+Kafka partition placement. It serves /healthz, /readyz, /metrics and the
+Alertmanager webhook (/v1/alertmanager) on the configured http.listen address,
+and stops on SIGINT or SIGTERM, leaving the operations in hand to the next
+worker.
 
 Flags:
   --config FILE

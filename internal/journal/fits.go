@@ -37,6 +37,10 @@ func (e *tooLarge) Error() string {
 
 func (e *tooLarge) Unwrap() error { return ErrTooLarge }
 
+// Rejection marks the error as a rejection of the event: nothing was changed (see
+// operation.IsRejection).
+func (e *tooLarge) Rejection() bool { return true }
+
 // CheckFits reports, at plan time, whether the operation e describes (its event, request
 // and plan: Changes, Skipped, Noop) can be journaled as it runs and its result stored:
 // nil, or an error wrapping ErrTooLarge that says what does not fit, for a rejection. It

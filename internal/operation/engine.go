@@ -463,14 +463,13 @@ func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal
 
 // begin journals a fresh operation: from here on it can be finished or rolled back by
 // whoever holds the lock next. Before that, nothing being written yet, the guardrails of
-// the plan: one that changes more partitions than allowed is refused whole, and the
-// operation is counted toward the cluster's operations per hour (or refused over it).
+// the plan and what storage can hold: a plan that changes more partitions than allowed is
+// refused whole, as is one whose entry or result could not be stored (journal.CheckFits);
+// then the operation is counted toward the cluster's operations per hour (or refused over
+// it).
 func (e *Engine) begin(r *Run, d Delivery, p *Planned, prev *journal.Record) error {
 	ctx, ev := r.ctx, r.Event
 	if err := e.cfg.Guard.Partitions(len(p.Changes)); err != nil {
-		return err
-	}
-	if err := e.cfg.Guard.Count(ctx, r.Alive, ev); err != nil {
 		return err
 	}
 	req, err := d.Request()
@@ -480,6 +479,12 @@ func (e *Engine) begin(r *Run, d Delivery, p *Planned, prev *journal.Record) err
 	entry := journal.Entry{Event: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Request: req, Worker: d.Worker(), Attempt: d.Attempt(),
 		Strategy: r.Result.Strategy, Step: journal.StepPlanned, Changes: p.Changes, Skipped: p.Skipped, Noop: p.Noop,
 		Deadline: p.Deadline, Notes: p.Notes, Floor: r.floor}
+	if err := journal.CheckFits(&entry); err != nil {
+		return err // a rejection: what cannot be stored is refused before anything is written
+	}
+	if err := e.cfg.Guard.Count(ctx, r.Alive, ev); err != nil {
+		return err
+	}
 	op, err := e.cfg.Journal.Begin(ctx, r.Alive, prev, entry)
 	if err != nil {
 		return err

@@ -518,3 +518,18 @@ func TestJournalDownBeforeTheFirstWrite(t *testing.T) {
 	r.want(r.deliver(d.Again(false)), events.StatusSucceeded)
 	r.settled()
 }
+
+// What could not be journaled or stored as a result is refused at plan time, before
+// anything is written or counted: here an event id that would make the result's subject
+// longer than the server takes.
+func TestWhatCannotBeStoredIsRejected(t *testing.T) {
+	r := newRig(t, 1)
+	ev := r.event(0)
+	ev.ID = strings.Repeat("x", 3900)
+	o := r.deliver(r.delivery(ev))
+	r.want(o, events.StatusRejected)
+	if !strings.Contains(o.res.Error, "too large to store") || r.entry() != nil || len(r.guard.counted) != 0 {
+		t.Errorf("result %q, entry %+v, counted %v", o.res.Error, r.entry(), r.guard.counted)
+	}
+	r.settled()
+}

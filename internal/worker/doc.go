@@ -8,9 +8,15 @@
 //   - connects to NATS, to every configured Kafka cluster (a franz-go client
 //     and its admin requests), to each cluster's own ZooKeeper when one is
 //     configured, and to the ZooKeeper that holds kafkamender's locks,
+//   - probes every Kafka cluster once, then builds the event pipeline (package
+//     pipeline) with the operation engine (package operation) and its tasks
+//     (package handlers), each cluster's lock, the journal and the results, and
+//     runs it: the worker consumes events (events.go),
 //   - probes every dependency at once and then every 10s, and
-//   - serves /healthz, /readyz and /metrics until its context is cancelled,
-//     then shuts down and returns nil.
+//   - serves /healthz, /readyz, /metrics and the Alertmanager webhook
+//     (package alertmanager) until its context is cancelled, then stops
+//     taking events, lets those in hand stop before their next write, shuts
+//     down and returns nil.
 //
 // Only configuration mistakes fail Run at startup: a server that is down is
 // not one. The NATS client retries its first connection and reconnects for
@@ -35,8 +41,10 @@
 // ZooKeeper, "@lock" for the lock ZooKeeper ('@' cannot occur in a cluster name), and
 // "nats" or "jetstream" for NATS.
 //
-// Shutdown, when the context given to Run is cancelled: /readyz turns 503,
-// the prober stops, the HTTP server gets a deadline to finish its requests,
+// Shutdown, when the context given to Run is cancelled: /readyz turns 503, the
+// pipeline stops taking events and the operations in hand leave their events for
+// redelivery (package operation), the prober stops, the HTTP server gets a
+// deadline to finish its requests,
 // then the Kafka and ZooKeeper clients are closed and the NATS connection is
 // drained, and Run logs "stopped".
 package worker
