@@ -239,8 +239,10 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 	if len(st.running) > 0 {
 		t.log.Info("adopting reassignments of an earlier attempt", zap.Strings("partitions", tpsOf(st.running)))
 	}
-	if err := t.throttle(ctx, r, pending); err != nil {
-		return stopped(ctx, err)
+	if len(pending) > 0 {
+		if err := t.throttle(ctx, r, pending); err != nil {
+			return stopped(ctx, err)
+		}
 	}
 	batches := batchMoves(pending, t.h.cfg.RF.MaxMovesPerBroker)
 	adm := kadm.NewClient(t.c.Client)

@@ -310,10 +310,9 @@ func (t Throttler) compareAndWrite(ctx context.Context, keys []ThrottleKey, rest
 		)
 		for _, k := range keys {
 			if k.Entity == EntityTopic && cur.missing[k.Name] {
-				if restore {
-					continue
-				}
-				return nil, fmt.Errorf("%s: topic %s: %w", what, k.Name, kerr.UnknownTopicOrPartition)
+				// The topic is gone (deleted meanwhile): its configs went with it, and none
+				// of its replicas will copy.
+				continue
 			}
 			c := cur.values[refOf(k)]
 			ours := &k.Ours

@@ -319,11 +319,13 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 	}
 	defer s.release(log)
 	defer e.cfg.Metrics.OperationStarted(ev.Cluster, time.Now())() // an orphan's first included
+	phase(log, "locked")
 	for {
 		rec, err := e.cfg.Journal.Get(s.ctx, ev.Cluster)
 		if err != nil {
 			return res, err
 		}
+		phase(log, "journal read")
 		f := Facts{Held: s.alive() == nil, Stopping: ctx.Err() != nil, Final: d.LastAttempt(), Rebuilt: true}
 		var orphan *events.Event
 		if rec != nil {
@@ -441,6 +443,7 @@ func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal
 	if err != nil {
 		return answer(res, err)
 	}
+	phase(log, "planned")
 	if res.Status != "" {
 		return res, nil // answered by the plan
 	}
@@ -490,6 +493,7 @@ func (e *Engine) begin(r *Run, d Delivery, p *Planned, prev *journal.Record) err
 		return err
 	}
 	r.Op = op
+	phase(r.Log, "journaled")
 	r.Step(StepJournalWritten)
 	return nil
 }
@@ -567,11 +571,13 @@ func (e *Engine) complete(r *Run, t Task, applyErr error) (*events.Result, error
 	err := applyErr
 	verified := 0
 	if err == nil {
+		phase(r.Log, "applied")
 		verified, err = t.Verify(r.ctx, r)
 	}
 	if err != nil {
 		return e.failed(r, t, err)
 	}
+	phase(r.Log, "verified")
 	Conclude(r.Result, verified)
 	return e.publish(r, t, true)
 }
@@ -691,6 +697,7 @@ func (e *Engine) publish(r *Run, t Task, closeIt bool) (*events.Result, error) {
 	if !published {
 		r.Log.Info("a result was stored already for this event; keeping it", zap.String("status", string(stored.Status)))
 	}
+	phase(r.Log, "published")
 	r.Step(StepResultPublished)
 	switch {
 	case awaiting:
@@ -703,6 +710,7 @@ func (e *Engine) publish(r *Run, t Task, closeIt bool) (*events.Result, error) {
 			// The next holder finds the entry done with its result stored, and closes it.
 			r.Log.Warn("close the journal entry", zap.Error(err))
 		}
+		phase(r.Log, "closed")
 	}
 	return stored, nil
 }
@@ -722,6 +730,10 @@ func (e *Engine) await(r *Run, t Task) error {
 	defer cancel()
 	return r.Op.Close(ctx)
 }
+
+// phase logs (debug) that an operation reached a phase: where an event's time goes, read
+// with the timestamps (the benchmark's -trace puts them beside the Kafka requests).
+func phase(log *zap.Logger, name string) { log.Debug("phase: " + name) }
 
 func joinNotes(a, b string) string {
 	switch {

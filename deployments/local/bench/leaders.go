@@ -211,7 +211,10 @@ func (b *bench) writeTrace(id string, received, heard time.Time) error {
 			continue
 		}
 		dir := "read "
-		if c.write {
+		switch {
+		case c.phase:
+			dir = "---- "
+		case c.write:
 			dir = "wrote"
 		}
 		lines = append(lines, fmt.Sprintf("%9.1f ms  %-7s %s %s", float64(c.at.Sub(received).Microseconds())/1000, c.cluster, dir, c.kind))

@@ -172,6 +172,7 @@ type kafkaCall struct {
 	cluster string
 	write   bool
 	kind    string
+	phase   bool // an engine phase (kind names it), not a Kafka request
 }
 
 // parseKafkaLog recognises franz-go's per-request debug lines.
@@ -199,7 +200,7 @@ var mutating = map[string]bool{"AlterPartitionAssignments": true, "ElectLeaders"
 func overhead(calls []kafkaCall, cluster string, received, published time.Time) (before, after time.Duration, ok bool) {
 	var first, last time.Time
 	for _, c := range calls {
-		if c.cluster != cluster || c.at.Before(received) || c.at.After(published) {
+		if c.phase || c.cluster != cluster || c.at.Before(received) || c.at.After(published) {
 			continue
 		}
 		if c.write && mutating[c.kind] && (first.IsZero() || c.at.Before(first)) {

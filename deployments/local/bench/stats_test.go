@@ -159,16 +159,20 @@ func TestParseKafkaLog(t *testing.T) {
 func TestOverhead(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	call := func(ms int, cluster string, write bool, kind string) kafkaCall {
+		return kafkaCall{at: at(ms), cluster: cluster, write: write, kind: kind}
+	}
 	calls := []kafkaCall{
-		{at(-5), "local", true, "ElectLeaders"}, // before the receipt: another event
-		{at(2), "kraft", true, "ElectLeaders"},  // another cluster
-		{at(3), "local", true, "Metadata"},      // a read request: not the first write
-		{at(4), "local", false, "Metadata"},
-		{at(9), "local", true, "AlterPartitionAssignments"},
-		{at(10), "local", false, "AlterPartitionAssignments"},
-		{at(12), "local", true, "ElectLeaders"},
-		{at(30), "local", false, "Metadata"}, // the verifying read
-		{at(41), "local", false, "Metadata"}, // after the result: not this event's
+		call(-5, "local", true, "ElectLeaders"), // before the receipt: another event
+		call(2, "kraft", true, "ElectLeaders"),  // another cluster
+		call(3, "local", true, "Metadata"),      // a read request: not the first write
+		call(4, "local", false, "Metadata"),
+		call(9, "local", true, "AlterPartitionAssignments"),
+		call(10, "local", false, "AlterPartitionAssignments"),
+		call(12, "local", true, "ElectLeaders"),
+		call(30, "local", false, "Metadata"),                           // the verifying read
+		{at: at(35), cluster: "local", kind: "published", phase: true}, // an engine phase: no request
+		call(41, "local", false, "Metadata"),                           // after the result: not this event's
 	}
 	before, after, ok := overhead(calls, "local", at(0), at(40))
 	if !ok || before != 9*time.Millisecond || after != 10*time.Millisecond {

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -80,6 +81,12 @@ func (c *captureCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.
 		if kind, write, ok := parseKafkaLog(e.Message); ok {
 			c.rec.add(kafkaCall{at: e.Time, cluster: c.cluster, write: write, kind: kind})
 		}
+		return ce
+	}
+	if e.Level == zapcore.DebugLevel && e.LoggerName == "operation" && strings.HasPrefix(e.Message, "phase: ") {
+		// The engine's phases (lock taken, journal read, planned, …): not Kafka requests,
+		// marked as such for the trace and the overhead (kafkaCall.phase).
+		c.rec.add(kafkaCall{at: e.Time, cluster: c.cluster, kind: strings.TrimPrefix(e.Message, "phase: "), phase: true})
 		return ce
 	}
 	return c.next.Check(e, ce)
