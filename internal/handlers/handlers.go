@@ -156,6 +156,7 @@ type Handlers struct {
 	cool     *coolDown
 	guard    *guardrails.Rules
 	ops      *opLog
+	caps     map[string]*capsCache // by cluster
 }
 
 var (
@@ -199,7 +200,11 @@ func New(cfg Config) (*Handlers, error) {
 	}
 	sort.Strings(names)
 	cfg.Clusters = clusters
-	return &Handlers{cfg: cfg, log: cfg.Logger, clusters: names,
+	caps := make(map[string]*capsCache, len(names))
+	for _, name := range names {
+		caps[name] = &capsCache{}
+	}
+	return &Handlers{cfg: cfg, log: cfg.Logger, clusters: names, caps: caps,
 		cool:  &coolDown{js: cfg.JS, ttl: cfg.Overloaded.CoolDown},
 		guard: guard, ops: &opLog{js: cfg.JS, limit: cfg.Guardrails.MaxOperationsPerHour, now: time.Now}}, nil
 }
@@ -278,9 +283,9 @@ func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entr
 		return nil, fmt.Errorf("journal entry of cluster %s, which this worker does not serve", e.Cluster)
 	}
 	log := h.log.With(zap.String("id", e.Event), zap.String("type", e.Type), zap.String("cluster", e.Cluster))
-	caps, err := kafka.Probe(ctx, c.Client)
+	caps, err := h.capabilities(ctx, c)
 	if err != nil {
-		return nil, retry.Transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+		return nil, err
 	}
 	strategy := kafka.Strategy(e.Strategy)
 	res.Strategy = e.Strategy
@@ -318,7 +323,7 @@ func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entr
 // strategyFor resolves the strategy of a request: the event's, else the cluster's. A
 // ZooKeeper strategy is refused (rejected: nothing was written) when /controller names a
 // KRaft controller: the cluster is being migrated, and would ignore the znodes.
-func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy, kafka.Capabilities, error) {
+func (h *Handlers) strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy, kafka.Capabilities, error) {
 	want := c.Strategy
 	if asked != "" {
 		s, err := kafka.ParseStrategy(asked)
@@ -329,9 +334,9 @@ func strategyFor(ctx context.Context, c *Cluster, asked string) (kafka.Strategy,
 			want = s
 		}
 	}
-	caps, err := kafka.Probe(ctx, c.Client)
+	caps, err := h.capabilities(ctx, c)
 	if err != nil {
-		return "", caps, retry.Transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+		return "", caps, err
 	}
 	strategy, err := kafka.Choose(want, caps, c.ZK != nil)
 	if err != nil {

@@ -75,9 +75,9 @@ func (h *Handlers) newLogDir(ctx context.Context, c *Cluster, req *events.LogDir
 		t.req.Replica = &model.TopicPartition{Topic: req.Topic, Partition: *req.Partition}
 	}
 	if t.rate > 0 {
-		caps, err := kafka.Probe(ctx, c.Client)
+		caps, err := h.capabilities(ctx, c)
 		if err != nil {
-			return nil, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+			return nil, err
 		}
 		if err := throttleable(c, caps, t.rate); err != nil {
 			return nil, err

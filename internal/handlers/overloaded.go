@@ -37,7 +37,7 @@ type overloadedTask struct {
 }
 
 func (h *Handlers) newOverloaded(ctx context.Context, c *Cluster, ev *events.Event, req *events.BrokerOverloaded, res *events.Result, log *zap.Logger) (operation.Task, error) {
-	strategy, caps, err := strategyFor(ctx, c, "")
+	strategy, caps, err := h.strategyFor(ctx, c, "")
 	if err != nil {
 		return nil, err
 	}
@@ -83,6 +83,9 @@ func (t *overloadedTask) Plan(ctx context.Context, r *operation.Run, dry bool) (
 			return nil, plan.Plan{}, err
 		}
 		p, err := plan.Shed(snap, req)
+		if !dry {
+			t.planned = snap
+		}
 		return snap, p, err
 	}, t.log)
 	if err != nil {

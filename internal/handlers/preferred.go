@@ -23,7 +23,7 @@ type preferredTask struct {
 }
 
 func (h *Handlers) newPreferred(ctx context.Context, c *Cluster, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (operation.Task, error) {
-	strategy, caps, err := strategyFor(ctx, c, req.Strategy)
+	strategy, caps, err := h.strategyFor(ctx, c, req.Strategy)
 	if err != nil {
 		return nil, err
 	}
@@ -48,6 +48,9 @@ func (t *preferredTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*
 			return nil, plan.Plan{}, err
 		}
 		p, err := plan.PreferredLeader(snap, t.req)
+		if !dry {
+			t.planned = snap
+		}
 		return snap, p, err
 	}, t.log)
 }

@@ -44,6 +44,10 @@ type reorderOp struct {
 	caps     kafka.Capabilities
 	batch    int // partitions per election request; 0: all in one
 
+	// planned is the read the fresh run's plan was made from, just before it was
+	// journaled: Apply starts from it instead of reading again.
+	planned *model.Snapshot
+
 	electErrs map[model.TopicPartition]error // elections that failed, by Apply
 	back      map[model.TopicPartition][]int32
 	putBack   bool // Apply put the orders in back again
@@ -124,9 +128,12 @@ func (o *reorderOp) Apply(ctx context.Context, r *operation.Run) error {
 	if err != nil {
 		return err
 	}
-	snap, err := o.rd(r).Snapshot(ctx, topicsOf(e.Changes)...)
-	if err != nil {
-		return transient(err)
+	snap := o.planned
+	o.planned = nil
+	if snap == nil {
+		if snap, err = o.rd(r).Snapshot(ctx, topicsOf(e.Changes)...); err != nil {
+			return transient(err)
+		}
 	}
 	todo, skips := remaining(snap, e.Changes)
 	res.Skipped = append(slices.Clone(e.Skipped), skips...)

@@ -85,7 +85,7 @@ type rfTask struct {
 
 func (h *Handlers) newRF(ctx context.Context, c *Cluster, ev *events.Event, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (operation.Task, error) {
 	o := h.cfg.RF
-	strategy, caps, err := strategyFor(ctx, c, req.Strategy)
+	strategy, caps, err := h.strategyFor(ctx, c, req.Strategy)
 	if err != nil {
 		return nil, err
 	}

@@ -105,9 +105,9 @@ func (t throttles) restore(ctx context.Context, r *operation.Run, when string) e
 // lease), else IncrementalAlterConfigs.
 func (t throttles) throttler(ctx context.Context, r *operation.Run) (kafka.Throttler, error) {
 	c := t.c
-	caps, err := kafka.Probe(ctx, c.Client)
+	caps, err := t.h.capabilities(ctx, c)
 	if err != nil {
-		return kafka.Throttler{}, transient(fmt.Errorf("cluster %s: %w", c.Name, err))
+		return kafka.Throttler{}, err
 	}
 	zk, err := zkConfigs(ctx, c)
 	if err != nil {
