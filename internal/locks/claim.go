@@ -33,7 +33,8 @@ type Holder struct {
 	Worker string `json:"worker"`
 	// Event is the id of the event the worker handles under the lock.
 	Event string `json:"event"`
-	// AcquiredAt is when the claim took the lock; zero while it waits.
+	// AcquiredAt is when the claim took the lock after waiting for it; zero while it
+	// waits, and for a claim that took it at once (Since is then ClaimedAt).
 	AcquiredAt time.Time `json:"acquired_at,omitzero"`
 	// ClaimedAt is when the claim was made and began to wait.
 	ClaimedAt time.Time `json:"claimed_at,omitzero"`

@@ -150,7 +150,7 @@ func (h *Held) Release(ctx context.Context) (err error) {
 			case errors.Is(h.Err(), ErrLost):
 				h.logger.Info("claim of the lost lock removed")
 			default:
-				h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.AcquiredAt)))
+				h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.Since())))
 			}
 		}()
 	})

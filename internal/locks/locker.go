@@ -268,6 +268,7 @@ func (a *attempt) run(ctx context.Context) (*Held, error) {
 		return nil, err
 	}
 	bo := newBackoff()
+	waited := false
 	for {
 		children, err := call(ctx, g, func() ([]string, error) {
 			ch, _, err := l.conn.Children(a.c.dir)
@@ -290,8 +291,9 @@ func (a *attempt) run(ctx context.Context) (*Held, error) {
 		me := mine[0]
 		a.node = a.c.dir + "/" + me.name
 		if claims[0].name == me.name {
-			return a.take(ctx)
+			return a.take(ctx, waited)
 		}
+		waited = true
 		// Wait for the claim just before this one: when it goes, this one may be the
 		// lowest (or wait for the one before that). No herd: each waits on one node.
 		var pred claimName
@@ -437,14 +439,18 @@ func (a *attempt) readHolder(ctx context.Context, node string) {
 	}
 }
 
-// take turns the lowest claim into a Held: it records the time in the node, which also
-// checks that the node is still there and gives the version the fence checks.
-func (a *attempt) take(ctx context.Context) (*Held, error) {
+// take turns the lowest claim into a Held. A claim that waited records the time it took the
+// lock in its node, which also checks that the node is still there and gives the version
+// the fence checks. One that was the lowest at once (the usual case: a cluster's events
+// run one at a time) saves that write, a ZooKeeper transaction: its node, just listed,
+// still has the version it was created with, and its holder is since its claim.
+func (a *attempt) take(ctx context.Context, waited bool) (*Held, error) {
 	a.holder = nil // nobody else holds it: an error now is no busy lock
-	info := Holder{
-		Worker: a.l.cfg.Worker, Event: a.event, ClaimedAt: a.claimed,
-		AcquiredAt: time.Now().UTC().Truncate(time.Millisecond), Node: a.node,
+	info := Holder{Worker: a.l.cfg.Worker, Event: a.event, ClaimedAt: a.claimed, Node: a.node}
+	if !waited {
+		return newHeld(a.l, a.g, a.cluster, a.c, a.node, 0, info, ctx), nil
 	}
+	info.AcquiredAt = time.Now().UTC().Truncate(time.Millisecond)
 	data, err := json.Marshal(info)
 	if err != nil {
 		return nil, err

@@ -46,8 +46,9 @@ func TestBusyThenHandOff(t *testing.T) {
 	if claim["worker"] != "worker-a" || claim["event"] != "event-a" {
 		t.Errorf("claim data = %s, want worker-a and event-a", data)
 	}
-	if _, err := time.Parse(time.RFC3339, claim["acquired_at"]); err != nil {
-		t.Errorf("claim data %s: acquired_at: %v", data, err)
+	// Taken at once: the claim's time is when it took the lock (one ZooKeeper write saved).
+	if _, err := time.Parse(time.RFC3339, claim["claimed_at"]); err != nil || claim["acquired_at"] != "" {
+		t.Errorf("claim data %s: want claimed_at (%v), and no acquired_at for a lock taken at once", data, err)
 	}
 
 	// A short wait ends with ErrBusy naming the holder, and leaves no claim.

@@ -306,6 +306,7 @@ func (e *Engine) acquire(ctx context.Context, d Delivery, log *zap.Logger) (*ses
 func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m mode) (*events.Result, error) {
 	ev := d.Event()
 	log := e.eventLog(ev)
+	phase(log, "locking")
 	s, replay, err := e.acquire(ctx, d, log)
 	if err != nil {
 		return res, err
