@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +41,10 @@ type ZKConfig struct {
 	// NudgeApplyWait bounds the wait, after the failover, for metadata to show the new
 	// order before the topic znodes are put back. Default 60s.
 	NudgeApplyWait time.Duration
+	// Limits bounds each write of /admin/reassign_partitions and
+	// /admin/preferred_replica_election (entries and bytes) and each ElectLeaders
+	// request. Zero fields: the defaults.
+	Limits Limits
 }
 
 // kafkaTreeACL is the ACL to create a znode under parent with: the parent's. Kafka gives
@@ -85,6 +88,7 @@ func NewZKBackend(strategy Strategy, cfg ZKConfig) (*ZKBackend, error) {
 	if cfg.NudgeApplyWait == 0 {
 		cfg.NudgeApplyWait = time.Minute
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	return &ZKBackend{cfg: cfg, strategy: strategy, adm: kadm.NewClient(cfg.Client)}, nil
 }
 
@@ -132,20 +136,43 @@ func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int
 	return b.reorderByNudge(ctx, orders, topics)
 }
 
+// reorderByReassignZnode writes the new orders to /admin/reassign_partitions, in as many
+// znodes as Limits asks, each once the controller has consumed the one before.
 func (b *ZKBackend) reorderByReassignZnode(ctx context.Context, orders map[TopicPartition][]int32) error {
-	data, err := EncodeReassignZnode(orders)
+	entries, err := reassignEntries(orders)
 	if err != nil {
 		return err
 	}
-	if err := b.createAdminZnode(ctx, b.reassignPath(), data); err != nil {
+	if err := b.writeAdminZnodes(ctx, b.reassignPath(), entries, "complete"); err != nil {
 		return err
 	}
-	// The controller deletes the znode once every listed reassignment completed; a pure
-	// reorder of in-sync replicas completes at once.
-	if err := waitAbsent(ctx, b.cfg.Conn, b.reassignPath()); err != nil {
-		return fmt.Errorf("wait for the controller to complete %s: %w", b.reassignPath(), err)
-	}
 	return WaitForOrders(ctx, b.cfg.Client, orders)
+}
+
+// writeAdminZnodes writes entries to the admin znode at p, split by Limits, one znode
+// after the other: each is created (createAdminZnode) once the one before is gone, and
+// this returns once the controller has deleted the last (it deletes
+// /admin/reassign_partitions once every listed reassignment completed: a pure reorder of
+// in-sync replicas completes at once; /admin/preferred_replica_election once it ran the
+// elections). what names the controller's work in errors.
+func (b *ZKBackend) writeAdminZnodes(ctx context.Context, p string, entries []reassignPartDoc, what string) error {
+	batches, err := splitAdminZnode(entries, b.cfg.Limits)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	for i, batch := range batches {
+		which := ""
+		if len(batches) > 1 {
+			which = fmt.Sprintf(" (znode %d of %d, %d partitions)", i+1, len(batches), len(batch.tps))
+		}
+		if err := b.createAdminZnode(ctx, p, batch.data); err != nil {
+			return fmt.Errorf("%w%s", err, which)
+		}
+		if err := waitAbsent(ctx, b.cfg.Conn, p); err != nil {
+			return fmt.Errorf("wait for the controller to %s %s%s: %w", what, p, which, err)
+		}
+	}
+	return nil
 }
 
 // createAdminZnode waits for a foreign znode at p to go (bounded by ForeignWait), then
@@ -182,28 +209,24 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 	}
 }
 
-// ElectPreferred runs one preferred election: through the API when every broker has
+// ElectPreferred runs the preferred elections: through the API when every broker has
 // ElectLeaders (Kafka 2.2+: it answers per partition), else through
-// /admin/preferred_replica_election.
+// /admin/preferred_replica_election; either in batches (Limits).
 func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (res map[TopicPartition]error, err error) {
 	defer func() { res, err = classifyEach(res), classify(err) }()
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
 	if b.cfg.Caps.ElectLeaders {
-		return electViaAPI(ctx, b.adm, tps)
+		return electViaAPI(ctx, b.adm, tps, b.cfg.Limits.Partitions)
 	}
-	tps = slices.Clone(tps)
-	SortTopicPartitions(tps)
-	data, err := EncodeElectionZnode(tps)
+	tps = uniqueSorted(tps)
+	entries, err := electionEntries(tps)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.createAdminZnode(ctx, b.electionPath(), data); err != nil {
+	if err := b.writeAdminZnodes(ctx, b.electionPath(), entries, "run"); err != nil {
 		return nil, err
-	}
-	if err := waitAbsent(ctx, b.cfg.Conn, b.electionPath()); err != nil {
-		return nil, fmt.Errorf("wait for the controller to run %s: %w", b.electionPath(), err)
 	}
 	// The znode gives no per-partition result: the controller has written each
 	// partition's state before deleting it, so compare leaders with preferred replicas.
