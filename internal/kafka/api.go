@@ -144,6 +144,9 @@ func WaitForOrders(ctx context.Context, cl *kgo.Client, orders map[TopicPartitio
 		}
 		select {
 		case <-ctx.Done():
+			if err != nil && len(pending) > 0 {
+				return fmt.Errorf("wait for new replica orders: %w (last read: %v; the one before: %s)", ctx.Err(), err, strings.Join(pending, "; "))
+			}
 			if err != nil {
 				return fmt.Errorf("wait for new replica orders: %w (last read: %v)", ctx.Err(), err)
 			}

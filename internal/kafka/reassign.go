@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
+	"time"
 
 	"github.com/go-zookeeper/zk"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -121,13 +123,45 @@ func SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w F
 // replicas. The znode gets the ACL of /admin, as Kafka would give it (see kafkaTreeACL).
 //
 // Targets too many for one znode (l.Partitions entries, l.ZnodeBytes bytes) go in several,
-// one after the other: each but the first is written once the controller has deleted the
-// one before, that is once all of its reassignments completed, so then this waits for
-// those copies (bounded by ctx). It returns once the last is written. A znode found at the
-// first write is ErrReassignmentInProgress at once, as is one of someone else's found
-// between two of ours (the ones before it were written).
+// one after the other (see writeReassignZnodes): each but the first is written once the
+// controller has deleted the one before, that is once all of its reassignments completed,
+// so then this waits for those copies (bounded by ctx). It returns once the last is
+// written and the controller has surely read it. A znode found at the first write is
+// ErrReassignmentInProgress at once, as is one of someone else's found between two of ours
+// (the ones before it were written).
 func (l Limits) SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot string, w FencedWriter, targets map[TopicPartition][]int32) (err error) {
 	defer func() { err = classify(err) }()
+	create := func(ctx context.Context, data []byte) error { return createReassignZnode(ctx, conn, chroot, w, data) }
+	return writeReassignZnodes(ctx, conn, chroot, targets, l, create, false)
+}
+
+// reassignZnodeSettle is how long a reassignment znode written right after the controller
+// deleted one of ours is watched before it counts as read (see writeReassignZnodes).
+const reassignZnodeSettle = 3 * time.Second
+
+// reassignZnodeAttempts bounds how often the partitions of one znode are written.
+const reassignZnodeAttempts = 3
+
+// writeReassignZnodes writes targets to /admin/reassign_partitions in znodes of at most l
+// (create writes one, fenced), each once the controller has deleted the one before, and
+// checks that each was carried out: a controller before 2.4 deletes the znode a second
+// time at the end of an event in which the last of its reassignments completed at once (a
+// reorder, a shrink of in-sync replicas: maybeTriggerPartitionReassignment ends with
+// removePartitionsFromReassignedPartitions of no partition, which deletes the znode when
+// none is left), and so deletes a znode written a few milliseconds after the first
+// deletion, unread. Seen on Kafka 2.3.1: the third of three reorder znodes written back to
+// back was lost so, in two runs of three. So once a znode of ours is gone, every one of
+// its partitions must show its target replicas in its topic znode (the controller writes
+// them there before it removes the partition); those that do not are written again, up
+// to reassignmentZnodeAttempts times in all.
+//
+// With waitLast, it returns once the controller has deleted the last znode too (a
+// reorder: it completes at once). Without, it returns once the last is written; when it
+// followed one of ours, only after watching it for reassignZnodeSettle: gone by then, it
+// is checked as above, else the controller has read it (the second deletion comes within
+// the same controller event as the first).
+func writeReassignZnodes(ctx context.Context, conn *zk.Conn, chroot string, targets map[TopicPartition][]int32, l Limits,
+	create func(ctx context.Context, data []byte) error, waitLast bool) error {
 	entries, err := reassignEntries(targets)
 	if err != nil {
 		return err
@@ -137,22 +171,99 @@ func (l Limits) SubmitZKReassignment(ctx context.Context, conn *zk.Conn, chroot 
 		return fmt.Errorf("/admin/reassign_partitions: %w", err)
 	}
 	p := ReassignPath(chroot)
-	for i, b := range batches {
+	type queued struct {
+		znodeBatch
+		attempt int
+	}
+	var queue []queued
+	for _, b := range batches {
+		queue = append(queue, queued{b, 1})
+	}
+	for i := 0; i < len(queue); i++ {
+		b := queue[i]
 		which := ""
-		if len(batches) > 1 {
-			which = fmt.Sprintf(" (znode %d of %d, %d partitions)", i+1, len(batches), len(b.tps))
+		if len(queue) > 1 || b.attempt > 1 {
+			which = fmt.Sprintf(" (znode %d of %d, %d partitions, attempt %d)", i+1, len(queue), len(b.tps), b.attempt)
 		}
-		if i > 0 {
-			// Ours before it: the controller deletes it when all of it completed.
-			if err := waitAbsent(ctx, conn, p); err != nil {
-				return fmt.Errorf("wait for the controller to complete znode %d of %d at %s: %w", i, len(batches), p, err)
-			}
-		}
-		if err := createReassignZnode(ctx, conn, chroot, w, b.data); err != nil {
+		if err := create(ctx, b.data); err != nil {
 			return fmt.Errorf("%w%s", err, which)
+		}
+		if i == len(queue)-1 && !waitLast {
+			if i == 0 {
+				return nil
+			}
+			if gone, err := absentWithin(ctx, conn, p, reassignZnodeSettle); err != nil || !gone {
+				return err
+			}
+		} else if err := waitAbsent(ctx, conn, p); err != nil {
+			return fmt.Errorf("wait for the controller to carry out %s%s: %w", p, which, err)
+		}
+		missing, err := notCarriedOut(conn, chroot, targets, b.tps)
+		if err != nil {
+			return err
+		}
+		if len(missing) == 0 {
+			continue
+		}
+		if b.attempt == reassignZnodeAttempts {
+			return fmt.Errorf("the controller deleted %s%s without carrying out %d of its reassignments (%s first) %d times",
+				p, which, len(missing), missing[0], reassignZnodeAttempts)
+		}
+		again := map[TopicPartition][]int32{}
+		for _, tp := range missing {
+			again[tp] = targets[tp]
+		}
+		entries, err := reassignEntries(again)
+		if err != nil {
+			return err
+		}
+		rebatched, err := splitAdminZnode(entries, l)
+		if err != nil {
+			return err
+		}
+		for _, r := range rebatched {
+			queue = append(queue, queued{r, b.attempt + 1})
 		}
 	}
 	return nil
+}
+
+// notCarriedOut returns the partitions of tps whose topic znode does not list their target
+// replicas (in order), in (topic, partition) order.
+func notCarriedOut(conn *zk.Conn, chroot string, targets map[TopicPartition][]int32, tps []TopicPartition) ([]TopicPartition, error) {
+	topics := map[string]*TopicZnode{}
+	var out []TopicPartition
+	for _, tp := range tps {
+		z, ok := topics[tp.Topic]
+		if !ok {
+			var err error
+			if z, err = ReadTopicZnode(conn, chroot, tp.Topic); err != nil {
+				return nil, err
+			}
+			topics[tp.Topic] = z
+		}
+		if r, err := z.Replicas(tp.Partition); err != nil || !slices.Equal(r, targets[tp]) {
+			out = append(out, tp)
+		}
+	}
+	return out, nil
+}
+
+// absentWithin reports whether the znode at p is gone within d (false when it still
+// exists then).
+func absentWithin(ctx context.Context, conn *zk.Conn, p string, d time.Duration) (bool, error) {
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	err := waitAbsent(wctx, conn, p)
+	switch {
+	case err == nil:
+		return true, nil
+	case ctx.Err() != nil:
+		return false, err
+	case wctx.Err() != nil:
+		return false, nil
+	}
+	return false, err
 }
 
 // createReassignZnode creates /admin/reassign_partitions under chroot with data, fenced,

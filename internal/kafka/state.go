@@ -181,26 +181,33 @@ func readSnapshot(ctx context.Context, cl *kgo.Client, list bool, topics []strin
 	if len(s.Topics) == 0 || !list {
 		return s, nil
 	}
-	// One request for the whole cluster, or for the partitions just read: asking metadata
-	// for them again (as ListReassignments does) would double the read.
-	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	if !all {
+	// One request for the whole cluster, or for the partitions just read (in requests of
+	// at most DefaultBatchPartitions): asking metadata for them again (as
+	// ListReassignments does) would double the read.
+	var reqs []*kmsg.ListPartitionReassignmentsRequest
+	if all {
+		reqs = append(reqs, kmsg.NewPtrListPartitionReassignmentsRequest())
+	} else {
+		var tps []TopicPartition
 		for _, name := range topicNames(s.Topics) {
-			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
-			rt.Topic = name
-			rt.Partitions = make([]int32, len(s.Topics[name]))
-			for i := range rt.Partitions {
-				rt.Partitions[i] = int32(i)
+			for i := range s.Topics[name] {
+				tps = append(tps, TopicPartition{Topic: name, Partition: int32(i)})
 			}
-			req.Topics = append(req.Topics, rt)
+		}
+		for _, batch := range chunks(tps, DefaultBatchPartitions) {
+			reqs = append(reqs, listRequest(batch))
 		}
 	}
-	ongoing, err := listReassignments(ctx, cl, req)
-	if err == errReassignmentsUnsupported {
-		return s, nil
-	}
-	if err != nil {
-		return nil, err
+	ongoing := map[TopicPartition]Reassignment{}
+	for _, req := range reqs {
+		listed, err := listReassignments(ctx, cl, req)
+		if err == errReassignmentsUnsupported {
+			return s, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(ongoing, listed)
 	}
 	for tp, r := range ongoing {
 		if ps, ok := s.Topics[tp.Topic]; ok && int(tp.Partition) < len(ps) {

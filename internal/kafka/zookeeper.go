@@ -137,24 +137,21 @@ func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int
 }
 
 // reorderByReassignZnode writes the new orders to /admin/reassign_partitions, in as many
-// znodes as Limits asks, each once the controller has consumed the one before.
+// znodes as Limits asks, each once the controller has carried out the one before
+// (writeReassignZnodes).
 func (b *ZKBackend) reorderByReassignZnode(ctx context.Context, orders map[TopicPartition][]int32) error {
-	entries, err := reassignEntries(orders)
-	if err != nil {
-		return err
-	}
-	if err := b.writeAdminZnodes(ctx, b.reassignPath(), entries, "complete"); err != nil {
+	create := func(ctx context.Context, data []byte) error { return b.createAdminZnode(ctx, b.reassignPath(), data) }
+	if err := writeReassignZnodes(ctx, b.cfg.Conn, b.cfg.Chroot, orders, b.cfg.Limits, create, true); err != nil {
 		return err
 	}
 	return WaitForOrders(ctx, b.cfg.Client, orders)
 }
 
-// writeAdminZnodes writes entries to the admin znode at p, split by Limits, one znode
-// after the other: each is created (createAdminZnode) once the one before is gone, and
-// this returns once the controller has deleted the last (it deletes
-// /admin/reassign_partitions once every listed reassignment completed: a pure reorder of
-// in-sync replicas completes at once; /admin/preferred_replica_election once it ran the
-// elections). what names the controller's work in errors.
+// writeAdminZnodes writes entries to the admin znode at p (/admin/preferred_replica_election),
+// split by Limits, one znode after the other: each is created (createAdminZnode) once the
+// one before is gone, and this returns once the controller has deleted the last (once it
+// ran the elections: the controller deletes it once per election, and a znode lost would
+// show as an election not done). what names the controller's work in errors.
 func (b *ZKBackend) writeAdminZnodes(ctx context.Context, p string, entries []reassignPartDoc, what string) error {
 	batches, err := splitAdminZnode(entries, b.cfg.Limits)
 	if err != nil {
@@ -249,6 +246,8 @@ func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (r
 		}
 		if len(ar) == 0 || st.Leader != ar[0] {
 			out[tp] = fmt.Errorf("elect %s: leader is %d, preferred %v: %w", tp, st.Leader, ar, ErrPreferredNotAvailable)
+		} else {
+			out[tp] = nil // elected, as the API answers
 		}
 	}
 	return out, nil
@@ -284,7 +283,7 @@ type TopicZnode struct {
 // ReadTopicZnode reads and decodes a topic znode.
 func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (_ *TopicZnode, err error) {
 	defer func() { err = classify(err) }()
-	p := path.Join("/", chroot, "brokers", "topics", topic)
+	p := topicPath(chroot, topic)
 	data, stat, err := conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
@@ -298,6 +297,11 @@ func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (_ *TopicZnode, err err
 	}
 	z.Path, z.Stat = p, stat
 	return z, nil
+}
+
+// topicPath is /brokers/topics/<topic> under chroot.
+func topicPath(chroot, topic string) string {
+	return path.Join("/", chroot, "brokers", "topics", topic)
 }
 
 // DecodeTopicZnode decodes the JSON of a topic znode, numbers kept exact.
