@@ -29,8 +29,8 @@ import (
 // A ZooKeeper-mode controller has no such cap on the API, but the admin znodes of the
 // zk-reassign strategy (/admin/reassign_partitions, /admin/preferred_replica_election)
 // are bounded by ZooKeeper's jute.maxbuffer (1 MiB less one byte by default, on the
-// server, on Kafka's client and on ours): a larger write is refused and the connection
-// dropped. Only one of each znode may exist at a time, so a big one is written in parts,
+// server and on the brokers' ZooKeeper client, which must read the znode back): the
+// server refuses a larger request by closing the connection. Only one of each znode may exist at a time, so a big one is written in parts,
 // each after the controller consumed (deleted) the one before. The controller before 2.4
 // also rewrites /admin/reassign_partitions, shorter by one partition, each time a
 // reassignment completes: smaller znodes also keep that quadratic rewrite small.
