@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -17,21 +16,30 @@ import (
 )
 
 // APIBackend changes a cluster through the admin API (Kafka 2.4+, ZooKeeper mode or KRaft).
+// Every request that carries a partition list goes out in batches (Limits).
 type APIBackend struct {
-	cl  *kgo.Client
-	adm *kadm.Client
+	cl     *kgo.Client
+	adm    *kadm.Client
+	limits Limits
 }
 
-// NewAPIBackend returns the api strategy on a client of the cluster.
+// NewAPIBackend returns the api strategy on a client of the cluster, with the default
+// Limits.
 func NewAPIBackend(cl *kgo.Client) *APIBackend {
-	return &APIBackend{cl: cl, adm: kadm.NewClient(cl)}
+	return NewAPIBackendWithLimits(cl, Limits{})
+}
+
+// NewAPIBackendWithLimits returns the api strategy on a client of the cluster, sending at
+// most limits.Partitions partitions per request.
+func NewAPIBackendWithLimits(cl *kgo.Client, limits Limits) *APIBackend {
+	return &APIBackend{cl: cl, adm: kadm.NewClient(cl), limits: limits.withDefaults()}
 }
 
 func (b *APIBackend) Strategy() Strategy       { return StrategyAPI }
 func (b *APIBackend) ControllerFailover() bool { return false }
 
-// Reorder sends one AlterPartitionReassignments request with the same replica sets in the
-// new orders. On both controllers a pure reorder completes at once and moves no data; the
+// Reorder sends AlterPartitionReassignments with the same replica sets in the new orders
+// (in requests of at most Limits.Partitions partitions). On both controllers a pure reorder completes at once and moves no data; the
 // leader stays where it is until an election. It returns once metadata shows every order.
 func (b *APIBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int32) error {
 	if err := b.ReorderForElection(ctx, orders); err != nil {
@@ -71,28 +79,28 @@ func (b *APIBackend) ReorderForElection(ctx context.Context, orders map[TopicPar
 		return fmt.Errorf("reorder: %w: %s", ErrReassignmentInProgress, strings.Join(busy, ", "))
 	}
 	// The same replica sets in a new order: the reassignments complete at once.
-	if err := SubmitReassignment(ctx, b.cl, orders); err != nil {
+	if err := b.limits.SubmitReassignment(ctx, b.cl, orders); err != nil {
 		return fmt.Errorf("reorder: %w", err)
 	}
-	return waitControllerDone(ctx, b.cl, orders)
+	return waitControllerDone(ctx, b.cl, sortedKeys(orders), b.limits.Partitions)
 }
 
 // waitControllerDone asks the controller (ListPartitionReassignments, answered by it or
-// forwarded to it) until it lists none of the partitions of orders as reassigning.
-func waitControllerDone(ctx context.Context, cl *kgo.Client, orders map[TopicPartition][]int32) (err error) {
+// forwarded to it, in requests of at most n partitions) until it lists none of tps as
+// reassigning.
+func waitControllerDone(ctx context.Context, cl *kgo.Client, tps []TopicPartition, n int) (err error) {
 	defer func() { err = classify(err) }()
-	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	byTopic := map[string][]int32{}
-	for tp := range orders {
-		byTopic[tp.Topic] = append(byTopic[tp.Topic], tp.Partition)
-	}
-	for _, topic := range slices.Sorted(maps.Keys(byTopic)) {
-		rt := kmsg.NewListPartitionReassignmentsRequestTopic()
-		rt.Topic, rt.Partitions = topic, byTopic[topic]
-		req.Topics = append(req.Topics, rt)
+	var reqs []*kmsg.ListPartitionReassignmentsRequest
+	for _, batch := range chunks(tps, n) {
+		reqs = append(reqs, listRequest(batch))
 	}
 	for i := 0; ; i++ {
-		listed, err := listReassignments(ctx, cl, req)
+		var listed map[TopicPartition]Reassignment
+		for _, req := range reqs {
+			if listed, err = listReassignments(ctx, cl, req); err != nil || len(listed) > 0 {
+				break // not done: ask again after a pause
+			}
+		}
 		if err == nil && len(listed) == 0 {
 			return nil
 		}
@@ -101,7 +109,7 @@ func waitControllerDone(ctx context.Context, cl *kgo.Client, orders map[TopicPar
 			if err != nil {
 				return fmt.Errorf("wait for the controller to finish the reorders: %w (last answer: %v)", ctx.Err(), err)
 			}
-			return fmt.Errorf("wait for the controller to finish the reorders: %w: %d partitions still reassigning", ctx.Err(), len(listed))
+			return fmt.Errorf("wait for the controller to finish the reorders: %w: %d partitions still reassigning (%s first)", ctx.Err(), len(listed), sortedKeys(listed)[0])
 		case <-time.After(PollDelay(i)):
 		}
 	}
@@ -136,6 +144,9 @@ func WaitForOrders(ctx context.Context, cl *kgo.Client, orders map[TopicPartitio
 		}
 		select {
 		case <-ctx.Done():
+			if err != nil && len(pending) > 0 {
+				return fmt.Errorf("wait for new replica orders: %w (last read: %v; the one before: %s)", ctx.Err(), err, strings.Join(pending, "; "))
+			}
 			if err != nil {
 				return fmt.Errorf("wait for new replica orders: %w (last read: %v)", ctx.Err(), err)
 			}
@@ -145,36 +156,47 @@ func WaitForOrders(ctx context.Context, cl *kgo.Client, orders map[TopicPartitio
 	}
 }
 
-// ElectPreferred sends one ElectLeaders(PREFERRED) request for all partitions.
+// ElectPreferred sends ElectLeaders(PREFERRED) for the partitions, in requests of at most
+// Limits.Partitions partitions, and merges their answers.
 func (b *APIBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (map[TopicPartition]error, error) {
-	return electViaAPI(ctx, b.adm, tps)
+	return electViaAPI(ctx, b.adm, tps, b.limits.Partitions)
 }
 
-func electViaAPI(ctx context.Context, adm *kadm.Client, tps []TopicPartition) (_ map[TopicPartition]error, err error) {
+// electViaAPI elects the preferred leaders of tps in requests of at most n partitions
+// each, in (topic, partition) order. The first request that fails as a whole ends it with
+// that error and no result (the requests before it ran: their partitions answer
+// ELECTION_NOT_NEEDED when tried again).
+func electViaAPI(ctx context.Context, adm *kadm.Client, tps []TopicPartition, n int) (_ map[TopicPartition]error, err error) {
 	defer func() { err = classify(err) }()
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
-	set := kadm.TopicsSet{}
-	for _, tp := range tps {
-		set.Add(tp.Topic, tp.Partition)
-	}
-	res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
-	if err != nil {
-		return nil, fmt.Errorf("elect preferred leaders: %w", err)
-	}
 	out := make(map[TopicPartition]error, len(tps))
-	for _, tp := range tps {
-		r, ok := res[tp.Topic][tp.Partition]
-		switch {
-		case !ok:
-			out[tp] = fmt.Errorf("elect %s: no result in the response", tp)
-		case r.Err == nil, errors.Is(r.Err, kerr.ElectionNotNeeded):
-			out[tp] = nil
-		case errors.Is(r.Err, kerr.PreferredLeaderNotAvailable):
-			out[tp] = fmt.Errorf("elect %s: %w", tp, ErrPreferredNotAvailable)
-		default:
-			out[tp] = fmt.Errorf("elect %s: %w", tp, errWithMessage(r.Err, &r.ErrMessage))
+	batches := chunks(uniqueSorted(tps), n)
+	for i, batch := range batches {
+		set := kadm.TopicsSet{}
+		for _, tp := range batch {
+			set.Add(tp.Topic, tp.Partition)
+		}
+		res, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, set)
+		if err != nil {
+			if len(batches) > 1 {
+				return nil, fmt.Errorf("elect preferred leaders (request %d of %d, %d partitions each at most): %w", i+1, len(batches), n, err)
+			}
+			return nil, fmt.Errorf("elect preferred leaders: %w", err)
+		}
+		for _, tp := range batch {
+			r, ok := res[tp.Topic][tp.Partition]
+			switch {
+			case !ok:
+				out[tp] = fmt.Errorf("elect %s: no result in the response", tp)
+			case r.Err == nil, errors.Is(r.Err, kerr.ElectionNotNeeded):
+				out[tp] = nil
+			case errors.Is(r.Err, kerr.PreferredLeaderNotAvailable):
+				out[tp] = fmt.Errorf("elect %s: %w", tp, ErrPreferredNotAvailable)
+			default:
+				out[tp] = fmt.Errorf("elect %s: %w", tp, errWithMessage(r.Err, &r.ErrMessage))
+			}
 		}
 	}
 	return classifyEach(out), nil

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-zookeeper/zk"
@@ -45,10 +47,10 @@ func (m *memNudge) Record(_ context.Context, st *NudgeState) error {
 // recorded (cfg.Nudge) before each write, and an event whose failover already happened
 // only checks whether the order was applied, putting the znodes back if not.
 func (b *ZKBackend) reorderByNudge(ctx context.Context, orders map[TopicPartition][]int32, topics map[string]*TopicZnode) error {
-	st := b.cfg.Nudge.State()
-	if st != nil && st.FailoverStarted {
+	prior := b.cfg.Nudge.State()
+	if prior != nil && prior.FailoverStarted {
 		b.failover = true
-		return b.finishNudge(ctx, orders, st)
+		return b.finishNudge(ctx, orders, prior)
 	}
 	ctrl, err := ReadController(b.cfg.Conn, b.cfg.Chroot)
 	if err != nil {
@@ -76,10 +78,9 @@ func (b *ZKBackend) reorderByNudge(ctx context.Context, orders map[TopicPartitio
 	if err != nil {
 		return err
 	}
-	if st == nil || !nudgeWritten(st, topics) {
-		if st, err = b.writeNudge(ctx, orders, topics, epoch); err != nil {
-			return err
-		}
+	st, err := b.writeNudge(ctx, prior, orders, topics)
+	if err != nil {
+		return err
 	}
 	// The controller ignores order changes of existing partitions until it fails over.
 	st.ControllerEpoch = epoch
@@ -99,36 +100,49 @@ func (b *ZKBackend) reorderByNudge(ctx context.Context, orders map[TopicPartitio
 	return b.finishNudge(ctx, orders, st)
 }
 
-// nudgeWritten reports whether the topic znodes hold what st says we wrote.
-func nudgeWritten(st *NudgeState, topics map[string]*TopicZnode) bool {
-	for _, z := range st.Znodes {
-		found := false
-		for _, t := range topics {
-			if t.Path == z.Path {
-				found = true
-				data, err := t.Encode()
-				if err != nil || z.Version == 0 || t.Stat.Version != z.Version || !jsonEqual(data, []byte(z.After)) {
-					return false
-				}
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return len(st.Znodes) > 0
+// nudgeWrite is one topic znode to rewrite: its new data, against the version read.
+type nudgeWrite struct {
+	path    string
+	data    []byte
+	version int32
 }
 
-// writeNudge records, then writes, the topic znodes with the new orders: one version-checked
-// transaction for every topic, fenced by the lock.
-func (b *ZKBackend) writeNudge(ctx context.Context, orders map[TopicPartition][]int32, topics map[string]*TopicZnode, epoch int64) (*NudgeState, error) {
-	st := &NudgeState{ControllerEpoch: epoch}
-	var ops []any
+// planNudge decides, without I/O, what a zk-nudge attempt writes: the progress to journal
+// and the topic znodes to rewrite, from what an earlier attempt of the event journaled
+// (prior, nil: none) and the topic znodes as read now (topics, which it changes).
+//
+// A znode's Before, once journaled, is never replaced, whatever the znode holds now: an
+// attempt that wrote the znode but failed to record that (the journal write after it
+// failed) would otherwise read its own order back as the order before, and lose the one
+// to put back. Whether a znode holds our write is decided by its content (it equals our
+// After, compared as JSON), never by a recorded version. A znode holding neither its
+// journaled Before nor our After was changed by someone else since it was journaled: the
+// attempt refuses (permanently: a retry would find the same), since Before no longer
+// describes it. Every znode prior journaled is kept in the result, so that a rollback
+// still finds it.
+func planNudge(prior *NudgeState, orders map[TopicPartition][]int32, topics map[string]*TopicZnode) (*NudgeState, []nudgeWrite, error) {
+	st := &NudgeState{}
+	journaled := map[string]NudgeZnode{}
+	if prior != nil {
+		st.ControllerEpoch = prior.ControllerEpoch
+		for _, z := range prior.Znodes {
+			journaled[z.Path] = z
+		}
+	}
+	var writes []nudgeWrite
+	planned := map[string]NudgeZnode{}
 	for _, t := range topicsOf(orders) {
 		z := topics[t]
-		before, err := z.Encode()
+		current, err := z.Encode()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		before := string(current)
+		if j, ok := journaled[z.Path]; ok {
+			if !jsonEqual(current, []byte(j.Before)) && !jsonEqual(current, []byte(j.After)) {
+				return nil, nil, fmt.Errorf("%s changed since an earlier attempt journaled it (it holds neither the data before nor our order): refusing to rewrite it", z.Path)
+			}
+			before = j.Before
 		}
 		for _, tp := range sortedKeys(orders) {
 			if tp.Topic == t {
@@ -137,13 +151,51 @@ func (b *ZKBackend) writeNudge(ctx context.Context, orders map[TopicPartition][]
 		}
 		after, err := z.Encode()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		st.Znodes = append(st.Znodes, NudgeZnode{Path: z.Path, Before: string(before), After: string(after)})
-		ops = append(ops, &zk.SetDataRequest{Path: z.Path, Data: after, Version: z.Stat.Version})
+		n := NudgeZnode{Path: z.Path, Before: before, After: string(after)}
+		if jsonEqual(current, after) {
+			n.Version = z.Stat.Version // holds it already: its version now is that of our data
+		} else {
+			writes = append(writes, nudgeWrite{path: z.Path, data: after, version: z.Stat.Version})
+		}
+		planned[z.Path] = n
+	}
+	// Journaled order first, then the new ones in topic order.
+	if prior != nil {
+		for _, z := range prior.Znodes {
+			if n, ok := planned[z.Path]; ok {
+				z = n
+				delete(planned, z.Path)
+			}
+			st.Znodes = append(st.Znodes, z)
+		}
+	}
+	for _, t := range topicsOf(orders) {
+		if n, ok := planned[topics[t].Path]; ok {
+			st.Znodes = append(st.Znodes, n)
+		}
+	}
+	return st, writes, nil
+}
+
+// writeNudge plans (planNudge), records, then writes the topic znodes with the new orders:
+// one version-checked transaction for every topic that does not hold its order yet, fenced
+// by the lock; then it records the versions our write gave them.
+func (b *ZKBackend) writeNudge(ctx context.Context, prior *NudgeState, orders map[TopicPartition][]int32, topics map[string]*TopicZnode) (*NudgeState, error) {
+	st, writes, err := planNudge(prior, orders, topics)
+	if err != nil {
+		return nil, err
+	}
+	if len(writes) == 0 {
+		return st, nil // an earlier attempt wrote them all: its record of the write may have failed
 	}
 	if err := b.cfg.Nudge.Record(ctx, st); err != nil {
 		return nil, err
+	}
+	ops := make([]any, len(writes))
+	for i, w := range writes {
+		ops[i] = &zk.SetDataRequest{Path: w.path, Data: w.data, Version: w.version}
 	}
 	resp, err := b.cfg.Writer.Multi(ctx, ops...)
 	if err != nil {
@@ -152,9 +204,14 @@ func (b *ZKBackend) writeNudge(ctx context.Context, orders map[TopicPartition][]
 		}
 		return nil, fmt.Errorf("rewrite topic znodes: %w", err)
 	}
-	for i := range st.Znodes {
-		if i < len(resp) && resp[i].Stat != nil {
-			st.Znodes[i].Version = resp[i].Stat.Version
+	for i, w := range writes {
+		if i >= len(resp) || resp[i].Stat == nil {
+			continue
+		}
+		for j := range st.Znodes {
+			if st.Znodes[j].Path == w.path {
+				st.Znodes[j].Version = resp[i].Stat.Version
+			}
 		}
 	}
 	if err := b.cfg.Nudge.Record(ctx, st); err != nil {
@@ -174,6 +231,9 @@ func (b *ZKBackend) finishNudge(ctx context.Context, orders map[TopicPartition][
 		// The controller rewrites a topic znode from memory when it touches the topic:
 		// before the failover, that would have lost our order.
 		for _, z := range st.Znodes {
+			if !slices.ContainsFunc(topicsOf(orders), func(t string) bool { return topicPath(b.cfg.Chroot, t) == z.Path }) {
+				continue // journaled by an earlier attempt for a topic this one does not reorder
+			}
 			data, _, err := b.cfg.Conn.Get(z.Path)
 			if err != nil {
 				why = fmt.Errorf("read %s: %w", z.Path, err)
@@ -202,15 +262,11 @@ func (b *ZKBackend) finishNudge(ctx context.Context, orders map[TopicPartition][
 	if err == nil {
 		return nil
 	}
-	kept, err := b.RestoreNudge(ctx, st)
+	done, err := b.RestoreNudgeZnodes(ctx, st)
 	if err != nil {
-		return fmt.Errorf("%w (%v); putting the topic znodes back failed: %v", ErrNudgeNotApplied, why, err)
+		return fmt.Errorf("%w (%v); putting the topic znodes back failed (%s so far): %v", ErrNudgeNotApplied, why, done, err)
 	}
-	msg := fmt.Sprintf("%v (%v); topic znodes put back", ErrNudgeNotApplied, why)
-	if len(kept) > 0 {
-		msg += fmt.Sprintf(" except %v (changed since our write)", kept)
-	}
-	return &nudgeError{msg}
+	return &nudgeError{fmt.Sprintf("%v (%v); %s", ErrNudgeNotApplied, why, done)}
 }
 
 type nudgeError struct{ msg string }
@@ -235,27 +291,105 @@ func (b *ZKBackend) waitNewController(ctx context.Context, before int64) error {
 	}
 }
 
-// RestoreNudge puts the topic znodes of st back to their data before, each only if it
-// still has the version our write gave it (a fenced, version-checked write), and records
-// it. It returns the znodes left because they changed since.
-func (b *ZKBackend) RestoreNudge(ctx context.Context, st *NudgeState) (_ []string, err error) {
+// NudgeRestore says what RestoreNudgeZnodes did with each topic znode of a zk-nudge
+// reorder (paths).
+type NudgeRestore struct {
+	// PutBack held our order: written back to their data before.
+	PutBack []string
+	// Kept were changed by someone else since our write (or deleted): left as they are.
+	Kept []string
+	// Unchanged held their data before already (never written by us, or put back before):
+	// nothing to write.
+	Unchanged []string
+}
+
+// String says what was done, truly: "put back" only for znodes a write put back.
+func (r NudgeRestore) String() string {
+	var parts []string
+	if len(r.PutBack) > 0 {
+		parts = append(parts, fmt.Sprintf("topic znodes put back: %s", strings.Join(r.PutBack, ", ")))
+	}
+	if len(r.Kept) > 0 {
+		parts = append(parts, fmt.Sprintf("left %s: changed by someone else since our write", strings.Join(r.Kept, ", ")))
+	}
+	if len(r.Unchanged) > 0 {
+		parts = append(parts, fmt.Sprintf("%s already held the data before: nothing to put back", strings.Join(r.Unchanged, ", ")))
+	}
+	if len(parts) == 0 {
+		return "no topic znode to put back"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// nudgeRestoreAction is what to do with a topic znode when putting a zk-nudge back.
+type nudgeRestoreAction int
+
+const (
+	nudgeUnchanged nudgeRestoreAction = iota // holds its data before: nothing to do
+	nudgePutBack                             // holds our order: write its data before
+	nudgeKept                                // holds something else: someone else's, leave it
+)
+
+// restoreAction decides, by content (compared as JSON), what to do with znode z that holds
+// current now.
+func restoreAction(z NudgeZnode, current []byte) nudgeRestoreAction {
+	switch {
+	case jsonEqual(current, []byte(z.Before)):
+		return nudgeUnchanged
+	case jsonEqual(current, []byte(z.After)):
+		return nudgePutBack
+	}
+	return nudgeKept
+}
+
+// RestoreNudgeZnodes puts back the topic znodes of st that hold our order (their content
+// equals our After, whatever version st recorded, even none: the record after our write
+// may have failed): each with a fenced write checked against the version just read, so
+// that a change by someone else in between is not overwritten. A znode changed by someone
+// else since our write is left as it is. Then it records st as restored. The result says
+// which znodes were put back, left and unchanged (so far, when it fails).
+func (b *ZKBackend) RestoreNudgeZnodes(ctx context.Context, st *NudgeState) (done NudgeRestore, err error) {
 	defer func() { err = classify(err) }()
-	var kept []string
 	for _, z := range st.Znodes {
-		if z.Version == 0 {
-			continue // never written
+		data, stat, err := b.cfg.Conn.Get(z.Path)
+		if errors.Is(err, zk.ErrNoNode) {
+			done.Kept = append(done.Kept, z.Path) // the topic was deleted
+			continue
 		}
-		_, err := b.cfg.Writer.Multi(ctx, &zk.SetDataRequest{Path: z.Path, Data: []byte(z.Before), Version: z.Version})
+		if err != nil {
+			return done, fmt.Errorf("read %s: %w", z.Path, err)
+		}
+		switch restoreAction(z, data) {
+		case nudgeUnchanged:
+			done.Unchanged = append(done.Unchanged, z.Path)
+			continue
+		case nudgeKept:
+			done.Kept = append(done.Kept, z.Path)
+			continue
+		}
+		_, err = b.cfg.Writer.Multi(ctx, &zk.SetDataRequest{Path: z.Path, Data: []byte(z.Before), Version: stat.Version})
 		switch {
 		case err == nil:
+			done.PutBack = append(done.PutBack, z.Path)
 		case errors.Is(err, zk.ErrBadVersion), errors.Is(err, zk.ErrNoNode):
-			kept = append(kept, z.Path)
+			done.Kept = append(done.Kept, z.Path) // changed (or deleted) since we read it
 		default:
-			return kept, fmt.Errorf("put back %s: %w", z.Path, err)
+			return done, fmt.Errorf("put back %s: %w", z.Path, err)
 		}
 	}
 	st.Restored = true
-	return kept, b.cfg.Nudge.Record(ctx, st)
+	return done, b.cfg.Nudge.Record(ctx, st)
+}
+
+// RestoreNudge is RestoreNudgeZnodes returning only the znodes left because someone else
+// changed them.
+//
+// Deprecated: it does not say which znodes were put back (none may have been: a znode
+// never written, or holding its data before already, is not "put back"); use
+// RestoreNudgeZnodes.
+func (b *ZKBackend) RestoreNudge(ctx context.Context, st *NudgeState) ([]string, error) {
+	done, err := b.RestoreNudgeZnodes(ctx, st)
+	return done.Kept, err
 }
 
 // jsonEqual compares two JSON documents by value.

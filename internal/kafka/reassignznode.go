@@ -33,32 +33,50 @@ type reassignPartDoc struct {
 // list of each partition: {"version":1,"partitions":[{"topic":…,"partition":…,"replicas":[…]}]},
 // in (topic, partition) order.
 func EncodeReassignZnode(targets map[TopicPartition][]int32) ([]byte, error) {
+	entries, err := reassignEntries(targets)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(reassignDoc{Version: 1, Partitions: entries})
+}
+
+// reassignEntries lists targets as /admin/reassign_partitions entries, in (topic,
+// partition) order.
+func reassignEntries(targets map[TopicPartition][]int32) ([]reassignPartDoc, error) {
 	if len(targets) == 0 {
 		return nil, errors.New("encode /admin/reassign_partitions: no partitions (the controller would do nothing)")
 	}
-	doc := reassignDoc{Version: 1}
+	var out []reassignPartDoc
 	for _, tp := range sortedKeys(targets) {
 		if len(targets[tp]) == 0 {
 			return nil, fmt.Errorf("encode /admin/reassign_partitions: %s: no replicas", tp)
 		}
-		doc.Partitions = append(doc.Partitions, reassignPartDoc{Topic: tp.Topic, Partition: tp.Partition, Replicas: targets[tp]})
+		out = append(out, reassignPartDoc{Topic: tp.Topic, Partition: tp.Partition, Replicas: targets[tp]})
 	}
-	return json.Marshal(doc)
+	return out, nil
 }
 
 // EncodeElectionZnode renders /admin/preferred_replica_election for tps, never empty (an
 // empty list would elect every partition of the cluster): {"version":1,"partitions":[{"topic":…,"partition":…}]}.
 func EncodeElectionZnode(tps []TopicPartition) ([]byte, error) {
+	entries, err := electionEntries(tps)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(reassignDoc{Version: 1, Partitions: entries})
+}
+
+// electionEntries lists tps as /admin/preferred_replica_election entries, in (topic,
+// partition) order, each once.
+func electionEntries(tps []TopicPartition) ([]reassignPartDoc, error) {
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
-	tps = slices.Clone(tps)
-	SortTopicPartitions(tps)
-	doc := reassignDoc{Version: 1}
-	for _, tp := range tps {
-		doc.Partitions = append(doc.Partitions, reassignPartDoc{Topic: tp.Topic, Partition: tp.Partition})
+	var out []reassignPartDoc
+	for _, tp := range uniqueSorted(tps) {
+		out = append(out, reassignPartDoc{Topic: tp.Topic, Partition: tp.Partition})
 	}
-	return json.Marshal(doc)
+	return out, nil
 }
 
 // DecodeReassignZnode reads /admin/reassign_partitions as a controller before Kafka 2.4 (and

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -180,26 +181,33 @@ func readSnapshot(ctx context.Context, cl *kgo.Client, list bool, topics []strin
 	if len(s.Topics) == 0 || !list {
 		return s, nil
 	}
-	// One request for the whole cluster, or for the partitions just read: asking metadata
-	// for them again (as ListReassignments does) would double the read.
-	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	if !all {
+	// One request for the whole cluster, or for the partitions just read (in requests of
+	// at most DefaultBatchPartitions): asking metadata for them again (as
+	// ListReassignments does) would double the read.
+	var reqs []*kmsg.ListPartitionReassignmentsRequest
+	if all {
+		reqs = append(reqs, kmsg.NewPtrListPartitionReassignmentsRequest())
+	} else {
+		var tps []TopicPartition
 		for _, name := range topicNames(s.Topics) {
-			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
-			rt.Topic = name
-			rt.Partitions = make([]int32, len(s.Topics[name]))
-			for i := range rt.Partitions {
-				rt.Partitions[i] = int32(i)
+			for i := range s.Topics[name] {
+				tps = append(tps, TopicPartition{Topic: name, Partition: int32(i)})
 			}
-			req.Topics = append(req.Topics, rt)
+		}
+		for _, batch := range chunks(tps, DefaultBatchPartitions) {
+			reqs = append(reqs, listRequest(batch))
 		}
 	}
-	ongoing, err := listReassignments(ctx, cl, req)
-	if err == errReassignmentsUnsupported {
-		return s, nil
-	}
-	if err != nil {
-		return nil, err
+	ongoing := map[TopicPartition]Reassignment{}
+	for _, req := range reqs {
+		listed, err := listReassignments(ctx, cl, req)
+		if err == errReassignmentsUnsupported {
+			return s, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(ongoing, listed)
 	}
 	for tp, r := range ongoing {
 		if ps, ok := s.Topics[tp.Topic]; ok && int(tp.Partition) < len(ps) {
@@ -290,32 +298,51 @@ var errReassignmentsUnsupported = fmt.Errorf("ListPartitionReassignments is not 
 
 // ListReassignments lists ongoing reassignments of the named topics, or of the whole
 // cluster when topics is nil (kadm sends no request for an empty set, so this builds the
-// request itself).
+// request itself). Named topics are asked partition by partition, in requests of at most
+// DefaultBatchPartitions partitions.
 func ListReassignments(ctx context.Context, cl *kgo.Client, topics []string) (_ map[TopicPartition]Reassignment, err error) {
 	defer func() { err = classify(err) }()
-	req := kmsg.NewPtrListPartitionReassignmentsRequest()
-	if topics != nil {
-		// Partitions must be listed; ask metadata for them.
-		md, err := freshMetadata(ctx, cl, topics)
+	if topics == nil {
+		return listReassignments(ctx, cl, kmsg.NewPtrListPartitionReassignmentsRequest())
+	}
+	// Partitions must be listed; ask metadata for them.
+	md, err := freshMetadata(ctx, cl, topics)
+	if err != nil {
+		return nil, err
+	}
+	var tps []TopicPartition
+	for _, td := range md.Topics {
+		if td.Topic == nil || kerr.ErrorForCode(td.ErrorCode) != nil {
+			continue
+		}
+		for _, p := range td.Partitions {
+			tps = append(tps, TopicPartition{Topic: *td.Topic, Partition: p.Partition})
+		}
+	}
+	out := map[TopicPartition]Reassignment{}
+	for _, batch := range chunks(uniqueSorted(tps), DefaultBatchPartitions) {
+		listed, err := listReassignments(ctx, cl, listRequest(batch))
 		if err != nil {
 			return nil, err
 		}
-		for _, td := range md.Topics {
-			if td.Topic == nil || kerr.ErrorForCode(td.ErrorCode) != nil {
-				continue
-			}
+		maps.Copy(out, listed)
+	}
+	return out, nil
+}
+
+// listRequest is a ListPartitionReassignments request of exactly tps (sorted).
+func listRequest(tps []TopicPartition) *kmsg.ListPartitionReassignmentsRequest {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	for _, tp := range tps {
+		if n := len(req.Topics); n == 0 || req.Topics[n-1].Topic != tp.Topic {
 			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
-			rt.Topic = *td.Topic
-			for _, p := range td.Partitions {
-				rt.Partitions = append(rt.Partitions, p.Partition)
-			}
+			rt.Topic = tp.Topic
 			req.Topics = append(req.Topics, rt)
 		}
-		if len(req.Topics) == 0 {
-			return map[TopicPartition]Reassignment{}, nil
-		}
+		rt := &req.Topics[len(req.Topics)-1]
+		rt.Partitions = append(rt.Partitions, tp.Partition)
 	}
-	return listReassignments(ctx, cl, req)
+	return req
 }
 
 // listReassignments sends req (its topics nil: the whole cluster) and returns the ongoing

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,6 +41,10 @@ type ZKConfig struct {
 	// NudgeApplyWait bounds the wait, after the failover, for metadata to show the new
 	// order before the topic znodes are put back. Default 60s.
 	NudgeApplyWait time.Duration
+	// Limits bounds each write of /admin/reassign_partitions and
+	// /admin/preferred_replica_election (entries and bytes) and each ElectLeaders
+	// request. Zero fields: the defaults.
+	Limits Limits
 }
 
 // kafkaTreeACL is the ACL to create a znode under parent with: the parent's. Kafka gives
@@ -85,6 +88,7 @@ func NewZKBackend(strategy Strategy, cfg ZKConfig) (*ZKBackend, error) {
 	if cfg.NudgeApplyWait == 0 {
 		cfg.NudgeApplyWait = time.Minute
 	}
+	cfg.Limits = cfg.Limits.withDefaults()
 	return &ZKBackend{cfg: cfg, strategy: strategy, adm: kadm.NewClient(cfg.Client)}, nil
 }
 
@@ -132,20 +136,40 @@ func (b *ZKBackend) Reorder(ctx context.Context, orders map[TopicPartition][]int
 	return b.reorderByNudge(ctx, orders, topics)
 }
 
+// reorderByReassignZnode writes the new orders to /admin/reassign_partitions, in as many
+// znodes as Limits asks, each once the controller has carried out the one before
+// (writeReassignZnodes).
 func (b *ZKBackend) reorderByReassignZnode(ctx context.Context, orders map[TopicPartition][]int32) error {
-	data, err := EncodeReassignZnode(orders)
-	if err != nil {
+	create := func(ctx context.Context, data []byte) error { return b.createAdminZnode(ctx, b.reassignPath(), data) }
+	if err := writeReassignZnodes(ctx, b.cfg.Conn, b.cfg.Chroot, orders, b.cfg.Limits, create, true); err != nil {
 		return err
-	}
-	if err := b.createAdminZnode(ctx, b.reassignPath(), data); err != nil {
-		return err
-	}
-	// The controller deletes the znode once every listed reassignment completed; a pure
-	// reorder of in-sync replicas completes at once.
-	if err := waitAbsent(ctx, b.cfg.Conn, b.reassignPath()); err != nil {
-		return fmt.Errorf("wait for the controller to complete %s: %w", b.reassignPath(), err)
 	}
 	return WaitForOrders(ctx, b.cfg.Client, orders)
+}
+
+// writeAdminZnodes writes entries to the admin znode at p (/admin/preferred_replica_election),
+// split by Limits, one znode after the other: each is created (createAdminZnode) once the
+// one before is gone, and this returns once the controller has deleted the last (once it
+// ran the elections: the controller deletes it once per election, and a znode lost would
+// show as an election not done). what names the controller's work in errors.
+func (b *ZKBackend) writeAdminZnodes(ctx context.Context, p string, entries []reassignPartDoc, what string) error {
+	batches, err := splitAdminZnode(entries, b.cfg.Limits)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	for i, batch := range batches {
+		which := ""
+		if len(batches) > 1 {
+			which = fmt.Sprintf(" (znode %d of %d, %d partitions)", i+1, len(batches), len(batch.tps))
+		}
+		if err := b.createAdminZnode(ctx, p, batch.data); err != nil {
+			return fmt.Errorf("%w%s", err, which)
+		}
+		if err := waitAbsent(ctx, b.cfg.Conn, p); err != nil {
+			return fmt.Errorf("wait for the controller to %s %s%s: %w", what, p, which, err)
+		}
+	}
+	return nil
 }
 
 // createAdminZnode waits for a foreign znode at p to go (bounded by ForeignWait), then
@@ -182,28 +206,24 @@ func (b *ZKBackend) createAdminZnode(ctx context.Context, p string, data []byte)
 	}
 }
 
-// ElectPreferred runs one preferred election: through the API when every broker has
+// ElectPreferred runs the preferred elections: through the API when every broker has
 // ElectLeaders (Kafka 2.2+: it answers per partition), else through
-// /admin/preferred_replica_election.
+// /admin/preferred_replica_election; either in batches (Limits).
 func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (res map[TopicPartition]error, err error) {
 	defer func() { res, err = classifyEach(res), classify(err) }()
 	if len(tps) == 0 {
 		return nil, ErrEmptyElection
 	}
 	if b.cfg.Caps.ElectLeaders {
-		return electViaAPI(ctx, b.adm, tps)
+		return electViaAPI(ctx, b.adm, tps, b.cfg.Limits.Partitions)
 	}
-	tps = slices.Clone(tps)
-	SortTopicPartitions(tps)
-	data, err := EncodeElectionZnode(tps)
+	tps = uniqueSorted(tps)
+	entries, err := electionEntries(tps)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.createAdminZnode(ctx, b.electionPath(), data); err != nil {
+	if err := b.writeAdminZnodes(ctx, b.electionPath(), entries, "run"); err != nil {
 		return nil, err
-	}
-	if err := waitAbsent(ctx, b.cfg.Conn, b.electionPath()); err != nil {
-		return nil, fmt.Errorf("wait for the controller to run %s: %w", b.electionPath(), err)
 	}
 	// The znode gives no per-partition result: the controller has written each
 	// partition's state before deleting it, so compare leaders with preferred replicas.
@@ -226,6 +246,8 @@ func (b *ZKBackend) ElectPreferred(ctx context.Context, tps []TopicPartition) (r
 		}
 		if len(ar) == 0 || st.Leader != ar[0] {
 			out[tp] = fmt.Errorf("elect %s: leader is %d, preferred %v: %w", tp, st.Leader, ar, ErrPreferredNotAvailable)
+		} else {
+			out[tp] = nil // elected, as the API answers
 		}
 	}
 	return out, nil
@@ -261,7 +283,7 @@ type TopicZnode struct {
 // ReadTopicZnode reads and decodes a topic znode.
 func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (_ *TopicZnode, err error) {
 	defer func() { err = classify(err) }()
-	p := path.Join("/", chroot, "brokers", "topics", topic)
+	p := topicPath(chroot, topic)
 	data, stat, err := conn.Get(p)
 	if errors.Is(err, zk.ErrNoNode) {
 		return nil, fmt.Errorf("topic %s: %w", topic, kerr.UnknownTopicOrPartition)
@@ -275,6 +297,11 @@ func ReadTopicZnode(conn *zk.Conn, chroot, topic string) (_ *TopicZnode, err err
 	}
 	z.Path, z.Stat = p, stat
 	return z, nil
+}
+
+// topicPath is /brokers/topics/<topic> under chroot.
+func topicPath(chroot, topic string) string {
+	return path.Join("/", chroot, "brokers", "topics", topic)
 }
 
 // DecodeTopicZnode decodes the JSON of a topic znode, numbers kept exact.
