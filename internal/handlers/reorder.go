@@ -283,15 +283,12 @@ func (o *reorderOp) Rollback(ctx context.Context, r *operation.Run) (string, err
 		if err != nil {
 			return "", err
 		}
-		// RestoreNudge records st.Restored in the journal (nudgeJournal) itself.
-		kept, err := zb.(*kafka.ZKBackend).RestoreNudge(ctx, st)
+		// RestoreNudgeZnodes records st.Restored in the journal (nudgeJournal) itself.
+		restored, err := zb.(*kafka.ZKBackend).RestoreNudgeZnodes(ctx, st)
 		if err != nil {
-			return "", err
+			return restored.String(), err
 		}
-		done = append(done, "topic znodes put back (no controller failover happened)")
-		if len(kept) > 0 {
-			done = append(done, fmt.Sprintf("left %v: changed by someone else since our write", kept))
-		}
+		done = append(done, restored.String()+" (no controller failover happened)")
 	}
 	snap, err := o.rd(r).Snapshot(ctx, topicsOf(e.Changes)...)
 	if err != nil {

@@ -381,17 +381,6 @@ func (b *ZKBackend) RestoreNudgeZnodes(ctx context.Context, st *NudgeState) (don
 	return done, b.cfg.Nudge.Record(ctx, st)
 }
 
-// RestoreNudge is RestoreNudgeZnodes returning only the znodes left because someone else
-// changed them.
-//
-// Deprecated: it does not say which znodes were put back (none may have been: a znode
-// never written, or holding its data before already, is not "put back"); use
-// RestoreNudgeZnodes.
-func (b *ZKBackend) RestoreNudge(ctx context.Context, st *NudgeState) ([]string, error) {
-	done, err := b.RestoreNudgeZnodes(ctx, st)
-	return done.Kept, err
-}
-
 // jsonEqual compares two JSON documents by value.
 func jsonEqual(a, b []byte) bool {
 	da, err := DecodeTopicZnode(a)
