@@ -143,7 +143,15 @@ func (o *reorderOp) Apply(ctx context.Context, r *operation.Run) error {
 		reorder := be.Reorder
 		if early, ok := be.(kafka.ElectionReorderer); ok && len(p.Elections()) > 0 {
 			// The elections follow at once; the reads after them wait for what they check.
-			reorder = early.ReorderForElection
+			// The orders are checked against the read they were computed from, just made.
+			first := true
+			reorder = func(ctx context.Context, orders map[model.TopicPartition][]int32) error {
+				if first {
+					first = false
+					return early.ReorderForElectionFrom(ctx, snap, orders)
+				}
+				return early.ReorderForElection(ctx, orders) // a retry reads again
+			}
 		}
 		err := o.retry(ctx, log, func(ctx context.Context) error { return reorder(ctx, reorders) })
 		res.ControllerFailover = be.ControllerFailover()

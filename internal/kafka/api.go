@@ -62,6 +62,18 @@ func (b *APIBackend) ReorderForElection(ctx context.Context, orders map[TopicPar
 	if err != nil {
 		return err
 	}
+	return b.ReorderForElectionFrom(ctx, snap, orders)
+}
+
+// ReorderForElectionFrom is ReorderForElection checking the orders against snap, a read
+// of the partitions the caller has just made (under the cluster's lock), instead of
+// reading them again: each order must be a permutation of the replicas snap shows, and
+// no partition under reassignment.
+func (b *APIBackend) ReorderForElectionFrom(ctx context.Context, snap *Snapshot, orders map[TopicPartition][]int32) (err error) {
+	defer func() { err = classify(err) }()
+	if len(orders) == 0 {
+		return nil
+	}
 	var busy []string
 	for _, tp := range sortedKeys(orders) {
 		p, ok := snap.Partition(tp)

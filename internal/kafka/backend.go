@@ -54,10 +54,14 @@ type Reorderer interface {
 }
 
 // ElectionReorderer is a Reorderer that can return as soon as the controller has the new
-// orders (APIBackend), before the brokers' metadata shows them.
+// orders (APIBackend), before the brokers' metadata shows them; ReorderForElectionFrom
+// checks the orders against a read the caller has just made instead of reading again.
 type ElectionReorderer interface {
 	ReorderForElection(ctx context.Context, orders map[TopicPartition][]int32) error
+	ReorderForElectionFrom(ctx context.Context, snap *Snapshot, orders map[TopicPartition][]int32) error
 }
+
+var _ ElectionReorderer = (*APIBackend)(nil)
 
 var (
 	_ Reorderer = (*APIBackend)(nil)

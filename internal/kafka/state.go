@@ -181,6 +181,10 @@ func readSnapshot(ctx context.Context, cl *kgo.Client, list bool, topics []strin
 	if len(s.Topics) == 0 || !list {
 		return s, nil
 	}
+	// Listed after the metadata is read, never while it is: a list older than the metadata
+	// could miss a reassignment the metadata shows begun (its replicas already the target)
+	// and make a copy in progress look done.
+	//
 	// One request for the whole cluster, or for the partitions just read (in requests of
 	// at most DefaultBatchPartitions): asking metadata for them again (as
 	// ListReassignments does) would double the read.
