@@ -169,7 +169,7 @@ func leave(r *operation.Run, changed []plan.Change, now map[model.TopicPartition
 	left := make([]model.Seen, 0, len(changed))
 	for _, ch := range changed {
 		if p, ok := now[ch.TopicPartition]; ok {
-			left = append(left, model.SeenOf(p))
+			left = append(left, model.SeenOf(p, ch.ReplicasBefore))
 		}
 	}
 	r.Entry().Left = left

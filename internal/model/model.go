@@ -137,26 +137,33 @@ type NudgeZnode struct {
 	Version int32  `json:"version"` // the znode's version after our write; 0: not written yet
 }
 
-// Seen is a partition as a fresh read showed it: the operation journal keeps what each
-// operation left (its verification read), so that the next operation of the cluster,
-// whichever worker runs it, plans from a read at least as new (brokers' metadata lag the
-// controller by up to seconds after a change).
+// Seen is a partition as a fresh read showed it after an operation changed it: the
+// operation journal keeps what each operation left (its verification read), so that the
+// next operation of the cluster, whichever worker runs it, plans from a read at least as
+// new (brokers' metadata lag the controller by up to seconds after a change).
 type Seen struct {
 	TopicPartition
 	Replicas    []int32 `json:"replicas"`
 	Leader      int32   `json:"leader"`
 	LeaderEpoch int32   `json:"leader_epoch"`
+	// Before is the partition's replicas before the operation changed it.
+	Before []int32 `json:"before,omitempty"`
 }
 
-// SeenOf is p as Seen.
-func SeenOf(p Partition) Seen {
-	return Seen{TopicPartition: p.TopicPartition, Replicas: slices.Clone(p.Replicas), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch}
+// SeenOf is p, as an operation that found it with replicas before left it.
+func SeenOf(p Partition, before []int32) Seen {
+	return Seen{TopicPartition: p.TopicPartition, Replicas: slices.Clone(p.Replicas), Leader: p.Leader, LeaderEpoch: p.LeaderEpoch,
+		Before: slices.Clone(before)}
 }
 
-// Older reports whether p is older than what s saw: a lower leader epoch, or the same
-// epoch with other replicas (a reorder that no election followed does not bump the leader
-// epoch on a KRaft cluster). A partition changed since by someone else shows a higher
-// epoch, or the same replicas.
+// Older reports whether p, as a read shows it, is older than what s saw: a lower leader
+// epoch, or the same epoch and the replicas from before the change (a reorder, or a
+// replica added, that no leader change followed does not bump the leader epoch on a
+// KRaft cluster). Any other state at the same epoch is newer: a change made since, by the
+// next operation or by someone else.
 func (s Seen) Older(p Partition) bool {
-	return p.LeaderEpoch < s.LeaderEpoch || p.LeaderEpoch == s.LeaderEpoch && !slices.Equal(p.Replicas, s.Replicas)
+	if p.LeaderEpoch != s.LeaderEpoch {
+		return p.LeaderEpoch < s.LeaderEpoch
+	}
+	return s.Before != nil && slices.Equal(p.Replicas, s.Before) && !slices.Equal(s.Before, s.Replicas)
 }
