@@ -146,7 +146,8 @@ type workerOpts struct {
 
 // fleetWorker is a running worker of a fleet.
 type fleetWorker struct {
-	kill   func()
+	kill   func() // as a crash: the connection drops, nothing is acknowledged
+	stop   func() // as a graceful stop (SIGTERM)
 	sess   *locks.Session
 	writes *writeLog
 }
@@ -227,6 +228,10 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 		testenv.CountFault()
 		nc.Close()
 		cancel()
+		<-done
+	}, stop: func() {
+		testenv.CountFault()
+		cancel() // as on SIGTERM: the connection stays, the events in hand are handed back
 		<-done
 	}}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -417,6 +418,64 @@ func TestLegacyReplicationFactorTimeoutLeavesTheCopyRunning(t *testing.T) {
 	waitFactor(t, f, topic, 3)
 	if p := state(t, f, topic)[0]; !grew(before)(p) {
 		t.Fatalf("after the copy: %v, want %v and one more", p.Replicas, before[0].Replicas)
+	}
+	f.noLeftovers([]string{topic}, nil, rate)
+}
+
+// The worker awaiting a copy that Kafka 2.3 cannot cancel is stopped (SIGTERM, a rolling
+// deploy) before the copy ends. Its event's result is stored, but the event is not
+// acknowledged: it is delivered again, and the worker that takes it waits for the copy, the
+// lock held, then restores the throttles and closes the journal entry, with no other event
+// of the cluster needed. (The stopping worker acknowledged the event before: the throttles
+// stayed until some later event of the cluster came, days later on a quiet cluster.)
+func TestLegacyStopWhileAwaitingTheCopy(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	f := newFleet(t, env, "legacy")
+	awaiting := onStep(t, operation.StepAwaitingReassignments)
+	f.hook = awaiting.hook
+	w1 := f.startWith("worker-1", workerOpts{})
+	topic := filled(t, env, "legacy", [][]int32{{1, 2}}, 3_000_000, nil)
+	before := state(t, f, topic)
+	rate := strconv.Itoa(ourRate)
+	stop := sampleCopy(t, env, topic, 1, 3, rate)
+	ev := f.event(events.TypeReplicaChangeRequested, rfData(topic, 3, map[string]any{"throttle_bytes_per_sec": ourRate, "timeout": "3s"}))
+	result := f.publish(ev)
+	res := wait(t, result, 3*time.Minute)
+	if res.Status != events.StatusFailed || !strings.Contains(res.Error, "which Kafka before 2.4 cannot cancel") {
+		t.Fatalf("result %s %q, want failed, the copy left running", res.Status, res.Error)
+	}
+	awaiting.wait(t, time.Minute)
+	awaiting.release()
+	w1.stop()
+	if rec, err := journal.New(f.js).Get(t.Context(), f.alias); err != nil || rec == nil || rec.Step != journal.StepAwaiting {
+		t.Fatalf("journal after the stop: %+v (%v), want the entry awaiting the copy", rec, err)
+	}
+
+	f.start("worker-2")
+	testenv.Eventually(t, 3*time.Minute, func() error {
+		if rec, err := journal.New(f.js).Get(t.Context(), f.alias); err != nil {
+			return err
+		} else if rec != nil && rec.Open() {
+			return fmt.Errorf("journal entry still open: step %s", rec.Step)
+		}
+		return nil
+	})
+	samples := stop()
+	for _, s := range samples {
+		if s.listed && !s.throttled {
+			t.Fatalf("at %s the znode listed the copy but our throttles were not all set", s.at.Format(time.StampMilli))
+		}
+	}
+	if last := samples[len(samples)-1]; last.listed || last.throttled {
+		t.Fatalf("the last sample: %+v", last)
+	}
+	waitFactor(t, f, topic, 3)
+	if p := state(t, f, topic)[0]; !grew(before)(p) {
+		t.Fatalf("after the copy: %v, want %v and one more", p.Replicas, before[0].Replicas)
+	}
+	if stored := f.stored(ev.ID); stored.Status != events.StatusFailed || stored.Worker != "worker-1" {
+		t.Errorf("stored result %s by %s, want worker-1's failed one, once", stored.Status, stored.Worker)
 	}
 	f.noLeftovers([]string{topic}, nil, rate)
 }

@@ -30,13 +30,19 @@ type snapshotReader interface {
 // epoch and other replicas) is read again, backing off, for at most wait; after that the
 // read stands (the partition was changed since by someone else, at the same epoch).
 type freshReader struct {
-	rd    kafka.Reader
+	rd    clusterReader
 	floor map[model.TopicPartition]model.Seen
 	wait  time.Duration
 	log   *zap.Logger
 }
 
-func newFreshReader(rd kafka.Reader, floor []model.Seen, wait time.Duration, log *zap.Logger) *freshReader {
+// clusterReader reads a cluster's placement and its ongoing reassignments (kafka.Reader).
+type clusterReader interface {
+	snapshotReader
+	Reassignments(ctx context.Context, topics []string) (map[model.TopicPartition]kafka.Reassignment, error)
+}
+
+func newFreshReader(rd clusterReader, floor []model.Seen, wait time.Duration, log *zap.Logger) *freshReader {
 	f := &freshReader{rd: rd, wait: wait, log: log}
 	if len(floor) > 0 {
 		f.floor = make(map[model.TopicPartition]model.Seen, len(floor))

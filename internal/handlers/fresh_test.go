@@ -1,0 +1,69 @@
+package handlers
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/model"
+)
+
+// reads is a cluster whose reads come from a script: each Snapshot returns the next.
+type reads struct {
+	script []model.Partition
+	n      int
+}
+
+func (r *reads) Snapshot(context.Context, ...string) (*model.Snapshot, error) {
+	p := r.script[min(r.n, len(r.script)-1)]
+	r.n++
+	return &model.Snapshot{Topics: map[string][]model.Partition{p.Topic: {p}}}, nil
+}
+
+func (r *reads) Reassignments(context.Context, []string) (map[model.TopicPartition]kafka.Reassignment, error) {
+	return nil, nil
+}
+
+// Reads are at least as new as what the cluster's last operation left: a broker whose
+// metadata lags (an older leader epoch, or the replicas from before the change at the
+// same epoch) is read again until it has caught up; a state changed since, at any epoch,
+// is taken at once; after the wait, the read stands.
+func TestFreshReader(t *testing.T) {
+	tp := model.TopicPartition{Topic: "orders", Partition: 0}
+	left := model.Seen{TopicPartition: tp, Replicas: []int32{2, 1}, Leader: 2, LeaderEpoch: 7, Before: []int32{1, 2}}
+	lagging := model.Partition{TopicPartition: tp, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 6}
+	laggingReorder := model.Partition{TopicPartition: tp, Replicas: []int32{1, 2}, Leader: 2, LeaderEpoch: 7}
+	caughtUp := model.Partition{TopicPartition: tp, Replicas: []int32{2, 1}, Leader: 2, LeaderEpoch: 7}
+	changedSince := model.Partition{TopicPartition: tp, Replicas: []int32{2, 1, 3}, Leader: 2, LeaderEpoch: 7}
+	for _, tc := range []struct {
+		name   string
+		script []model.Partition
+		floor  []model.Seen
+		wait   time.Duration
+		reads  int
+		want   []int32
+	}{
+		{"no floor", []model.Partition{lagging}, nil, time.Minute, 1, []int32{1, 2}},
+		{"as left", []model.Partition{caughtUp}, []model.Seen{left}, time.Minute, 1, []int32{2, 1}},
+		{"an older epoch, then caught up", []model.Partition{lagging, lagging, caughtUp}, []model.Seen{left}, time.Minute, 3, []int32{2, 1}},
+		{"the replicas before at the same epoch, then caught up", []model.Partition{laggingReorder, caughtUp}, []model.Seen{left}, time.Minute, 2, []int32{2, 1}},
+		{"changed since at the same epoch", []model.Partition{changedSince}, []model.Seen{left}, time.Minute, 1, []int32{2, 1, 3}},
+		{"still older after the wait: the read stands", []model.Partition{lagging}, []model.Seen{left}, 0, 1, []int32{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &reads{script: tc.script}
+			snap, err := newFreshReader(r, tc.floor, tc.wait, zap.NewNop()).Snapshot(t.Context(), "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := snap.Partition(tp)
+			if r.n != tc.reads || !slices.Equal(p.Replicas, tc.want) {
+				t.Errorf("%d reads, replicas %v; want %d reads, %v", r.n, p.Replicas, tc.reads, tc.want)
+			}
+		})
+	}
+}
