@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -55,13 +56,18 @@ func TestLargeOperations(t *testing.T) {
 	if shed.Truncated == nil {
 		t.Error("a result of 10,000 changes stored whole in one message, past the default max_payload?")
 	}
-	after := state(t, f, topic)
-	for _, ch := range shed.Changes {
-		p := after[ch.Partition]
-		if p.Leader == 1 || p.Leader != ch.LeaderAfter || !slices.Equal(p.Replicas, ch.ReplicasAfter) || ch.LeaderBefore != 1 {
-			t.Fatalf("%s: the result says %v led by %d (from %d), the cluster shows %v led by %d", ch.TopicPartition, ch.ReplicasAfter, ch.LeaderAfter, ch.LeaderBefore, p.Replicas, p.Leader)
+	// What the result says, the cluster shows (read until every broker's metadata has caught
+	// up with the controller: 10,000 changes take them a moment).
+	testenv.Eventually(t, time.Minute, func() error {
+		after := state(t, f, topic)
+		for _, ch := range shed.Changes {
+			p := after[ch.Partition]
+			if p.Leader == 1 || p.Leader != ch.LeaderAfter || !slices.Equal(p.Replicas, ch.ReplicasAfter) || ch.LeaderBefore != 1 {
+				return fmt.Errorf("%s: the result says %v led by %d (from %d), the read shows %v led by %d", ch.TopicPartition, ch.ReplicasAfter, ch.LeaderAfter, ch.LeaderBefore, p.Replicas, p.Leader)
+			}
 		}
-	}
+		return nil
+	})
 	if rec, err := journal.New(f.js).Get(t.Context(), f.alias); err != nil || rec == nil || rec.Open() || len(rec.Left) != largePartitions {
 		t.Fatalf("journal after the shed: %v (%v), want closed with what the shed left", rec, err)
 	}
@@ -72,11 +78,14 @@ func TestLargeOperations(t *testing.T) {
 	if rf.Status != events.StatusSucceeded || len(rf.Changes) != largePartitions || len(rf.Skipped) != 0 {
 		t.Fatalf("raise: %s (%q), %d changes, %d skipped", rf.Status, rf.Error, len(rf.Changes), len(rf.Skipped))
 	}
-	after = state(t, f, topic)
-	for _, ch := range rf.Changes {
-		if p := after[ch.Partition]; len(p.Replicas) != 3 || !slices.Equal(p.Replicas, ch.ReplicasAfter) || !slices.Equal(p.Replicas[:2], ch.ReplicasBefore) {
-			t.Fatalf("%s: the result says %v -> %v, the cluster shows %v", ch.TopicPartition, ch.ReplicasBefore, ch.ReplicasAfter, p.Replicas)
+	testenv.Eventually(t, time.Minute, func() error {
+		after := state(t, f, topic)
+		for _, ch := range rf.Changes {
+			if p := after[ch.Partition]; len(p.Replicas) != 3 || !slices.Equal(p.Replicas, ch.ReplicasAfter) || !slices.Equal(p.Replicas[:2], ch.ReplicasBefore) {
+				return fmt.Errorf("%s: the result says %v -> %v, the read shows %v", ch.TopicPartition, ch.ReplicasBefore, ch.ReplicasAfter, p.Replicas)
+			}
 		}
-	}
+		return nil
+	})
 	f.noLeftovers([]string{topic}, nil, "")
 }
