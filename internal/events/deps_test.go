@@ -9,7 +9,7 @@ import (
 // The wire contract stands alone: package events imports no Kafka, ZooKeeper or NATS
 // client, and the emitter binary links no Kafka or ZooKeeper client (it needs NATS). The
 // layers above the cluster backends link none either: the placement model and the planner
-// (pure), the journal and the event pipeline (NATS only).
+// (pure), the journal, the event pipeline and the operation engine (NATS only).
 func TestContractStandsAlone(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
@@ -24,6 +24,7 @@ func TestContractStandsAlone(t *testing.T) {
 		{"github.com/kafkamender/kafkamender/internal/plan", []string{"github.com/twmb/franz-go", "github.com/go-zookeeper/zk", "github.com/nats-io/nats.go"}},
 		{"github.com/kafkamender/kafkamender/internal/journal", []string{"github.com/twmb/franz-go", "github.com/go-zookeeper/zk"}},
 		{"github.com/kafkamender/kafkamender/internal/pipeline", []string{"github.com/twmb/franz-go", "github.com/go-zookeeper/zk"}},
+		{"github.com/kafkamender/kafkamender/internal/operation", []string{"github.com/twmb/franz-go", "github.com/go-zookeeper/zk"}},
 	} {
 		out, err := exec.Command("go", "list", "-deps", tc.pkg).Output()
 		if err != nil {
