@@ -211,8 +211,9 @@ func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *event
 			}
 			got = append(got, c)
 		}
-		if fmt.Sprint(got) != fmt.Sprint(changed) {
-			return fmt.Errorf("the result's changes %v are not what the cluster shows: %v", got, changed)
+		if d := DiffChanges(got, changed); d != "" {
+			return fmt.Errorf("the result's changes are not what the cluster shows (got: the result; want: the cluster):\n%s\nresult:  %s\ncluster: %s",
+				d, FormatChanges(got), FormatChanges(changed))
 		}
 		return nil
 	})
