@@ -3,22 +3,17 @@ package testenv
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	zkpkg "github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
@@ -133,16 +128,30 @@ func Partitions(t testing.TB, cl *kgo.Client, topic string) []model.Partition {
 // shows only in /admin/reassign_partitions).
 func (e *Env) Reader(t testing.TB, cluster string, cl *kgo.Client) kafka.Reader {
 	t.Helper()
-	caps, err := kafka.Probe(t.Context(), cl)
+	c := e.Cluster(t, cluster)
+	var zk *zkpkg.Conn
+	if c.Mode == stack.ModeZooKeeper {
+		zk = e.ZooKeeper(t)
+	}
+	r, err := reader(t.Context(), c, cl, zk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := e.Cluster(t, cluster)
-	r := kafka.Reader{Client: cl, Caps: caps, Chroot: c.Chroot}
-	if c.Mode == stack.ModeZooKeeper {
-		r.ZK = e.ZooKeeper(t)
-	}
 	return r
+}
+
+// reader is Env.Reader with its ZooKeeper connection given (nil: KRaft), without failing
+// the test.
+func reader(ctx context.Context, c stack.Cluster, cl *kgo.Client, zk *zkpkg.Conn) (kafka.Reader, error) {
+	caps, err := kafka.Probe(ctx, cl)
+	if err != nil {
+		return kafka.Reader{}, fmt.Errorf("probe %s: %w", c.Name, err)
+	}
+	r := kafka.Reader{Client: cl, Caps: caps, Chroot: c.Chroot}
+	if zk != nil {
+		r.ZK = zk
+	}
+	return r, nil
 }
 
 // Partitions reads a topic's partitions of the stack cluster, reassignments included
@@ -219,168 +228,23 @@ func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *event
 	})
 }
 
-// Leftovers says what CheckNoLeftovers looks for.
-type Leftovers struct {
-	Cluster string // the stack cluster ("local", "kraft")
-	Alias   string // the cluster name the workers used: its journal entry and lock
-	Topics  []string
-	// TopicThrottles are the throttled-replicas values of the topics set by others before
-	// the operation: they must be as they were (the others must be unset).
-	TopicThrottles map[string]string
-	// Rate is the throttle rate the operation asked for: no broker may still hold it.
-	Rate string
-	// LockRoot is where the workers' lock claims live.
-	LockRoot string
-}
-
-// CheckNoLeftovers checks that nothing of ours is left: no open journal entry, no reassignment
-// of the topics, no throttle of ours on a broker or on the topics, and no lock claim. Each
-// leftover found fails the test and counts in the tally.
-func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Client, l Leftovers) {
-	t.Helper()
-	tally.checks.Add(1)
-	leftover := func(format string, args ...any) {
-		t.Helper()
-		tally.leftovers.Add(1)
-		t.Errorf(format, args...)
-	}
-	store := journal.New(js)
-	rd := e.Reader(t, l.Cluster, cl)
-	if err := poll(t, 30*time.Second, func() error {
-		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil && rec.Open() {
-			return fmt.Errorf("journal entry left: %+v (%v)", rec, err)
-		}
-		ongoing, err := rd.Reassignments(t.Context(), l.Topics)
-		if err != nil {
-			return err
-		}
-		if len(ongoing) > 0 {
-			return fmt.Errorf("reassignments left: %v", ongoing)
-		}
-		return nil
-	}); err != nil {
-		leftover("%v", err)
-	}
-	adm := kadm.NewClient(cl)
-	if c := e.Cluster(t, l.Cluster); l.Rate != "" && c.Mode == stack.ModeZooKeeper {
-		// Where the rates live in ZooKeeper mode: the brokers of the legacy cluster (2.3)
-		// do not show their values (KAFKA-9625).
-		zk := e.ZooKeeper(t)
-		for _, b := range c.Brokers {
-			p := fmt.Sprintf("%s/config/brokers/%d", c.Chroot, b.ID)
-			data, _, err := zk.Get(p)
-			if errors.Is(err, zkpkg.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			z, err := kafka.DecodeConfigZnode(data)
-			if err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			for _, key := range []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate, kafka.AlterLogDirsThrottledRate} {
-				if v := z.Get(key); v != nil && *v == l.Rate {
-					leftover("broker %d: our throttle %s = %s left behind (%s)", b.ID, key, l.Rate, p)
-				}
-			}
-		}
-	}
-	if l.Rate != "" {
-		var ids []int32
-		for _, b := range e.Cluster(t, l.Cluster).Brokers {
-			ids = append(ids, b.ID)
-		}
-		rcs, err := adm.DescribeBrokerConfigs(t.Context(), ids...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rc := range rcs {
-			for _, c := range rc.Configs {
-				if (c.Key == kafka.LeaderThrottledRate || c.Key == kafka.FollowerThrottledRate || c.Key == kafka.AlterLogDirsThrottledRate) &&
-					c.Source == kmsg.ConfigSourceDynamicBrokerConfig && c.MaybeValue() == l.Rate {
-					leftover("broker %s: our throttle %s = %s left behind", rc.Name, c.Key, l.Rate)
-				}
-			}
-		}
-	}
-	for _, topic := range l.Topics {
-		cfgs, err := adm.DescribeTopicConfigs(t.Context(), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, _ := cfgs.On(topic, nil)
-		for _, c := range rc.Configs {
-			if c.Key != kafka.LeaderThrottledReplicas && c.Key != kafka.FollowerThrottledReplicas {
-				continue
-			}
-			if got, want := c.MaybeValue(), l.TopicThrottles[c.Key]; got != want {
-				leftover("topic %s: %s = %q after the operation, want %q", topic, c.Key, got, want)
-			}
-		}
-	}
-	if l.LockRoot != "" {
-		zk := e.ZooKeeper(t)
-		if err := poll(t, 30*time.Second, func() error {
-			claims, _, err := zk.Children(l.LockRoot + "/" + l.Alias)
-			if err != nil && !strings.Contains(err.Error(), "node does not exist") {
-				return err
-			}
-			if len(claims) > 0 {
-				return fmt.Errorf("lock claims left: %v", claims)
-			}
-			return nil
-		}); err != nil {
-			leftover("%v", err)
-		}
-	}
-}
-
 // BrokerThrottles are the dynamic throttle rates of a stack cluster's brokers, keyed
 // "<broker>/<config>": in ZooKeeper mode from their config znodes (the brokers of the legacy
-// cluster do not show their values: KAFKA-9625), else from DescribeConfigs.
+// cluster do not show their values: KAFKA-9625), else from DescribeConfigs. A read that
+// keeps failing (see retryRead) fails the test.
 func (e *Env) BrokerThrottles(t testing.TB, cluster string, cl *kgo.Client) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	keys := []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate, kafka.AlterLogDirsThrottledRate}
 	c := e.Cluster(t, cluster)
+	var out map[string]string
 	if c.Mode == stack.ModeZooKeeper {
 		zk := e.ZooKeeper(t)
-		for _, b := range c.Brokers {
-			p := fmt.Sprintf("%s/config/brokers/%d", c.Chroot, b.ID)
-			data, _, err := zk.Get(p)
-			if errors.Is(err, zkpkg.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			z, err := kafka.DecodeConfigZnode(data)
-			if err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			for _, key := range keys {
-				if v := z.Get(key); v != nil {
-					out[fmt.Sprintf("%d/%s", b.ID, key)] = *v
-				}
-			}
+		if err := retryRead(t, func() (err error) { out, err = zkBrokerThrottles(zk, c); return err }); err != nil {
+			t.Fatalf("broker throttles of %s: %v", cluster, err)
 		}
 		return out
 	}
-	var ids []int32
-	for _, b := range c.Brokers {
-		ids = append(ids, b.ID)
-	}
-	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(t.Context(), ids...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rc := range rcs {
-		for _, cfg := range rc.Configs {
-			if slices.Contains(keys, cfg.Key) && cfg.Source == kmsg.ConfigSourceDynamicBrokerConfig && cfg.Value != nil {
-				out[rc.Name+"/"+cfg.Key] = *cfg.Value
-			}
-		}
+	if err := retryRead(t, func() (err error) { out, err = describedBrokerThrottles(t.Context(), cl, c); return err }); err != nil {
+		t.Fatalf("broker throttles of %s: %v", cluster, err)
 	}
 	return out
 }
