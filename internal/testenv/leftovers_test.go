@@ -65,7 +65,7 @@ func TestCheckNoLeftovers(t *testing.T) {
 	}{
 		{"nothing left", Leftovers{Alias: Name(t, "free"), Topics: []string{topic}, Rate: "150009", Lock: NATSLock(bucket)}, ""},
 		{"lock left in NATS", Leftovers{Alias: locked, Lock: NATSLock(bucket)},
-			"leftover: lock of cluster " + locked + " in NATS key-value bucket " + bucket},
+			"lock of cluster " + locked + " in NATS key-value bucket " + bucket},
 		// The same lock, looked for in ZooKeeper, where these workers do not keep it: the
 		// check before Leftovers.Lock, which passed whatever NATS held.
 		{"lock looked for in the wrong backend", Leftovers{Alias: locked, Lock: ZooKeeperLock("/kafkamender-test/testenv")}, ""},
@@ -83,6 +83,7 @@ func TestCheckNoLeftovers(t *testing.T) {
 			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
 				t.Errorf("CheckNoLeftovers reported:\n%s\nwant: %q", got, tc.want)
 			}
+			t.Logf("reported: %s", got)
 		})
 	}
 }
