@@ -11,6 +11,7 @@ import (
 	zkpkg "github.com/go-zookeeper/zk"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -168,11 +169,13 @@ func (e *Env) Partitions(t testing.TB, cluster string, cl *kgo.Client, topic str
 // CheckOutcome checks, once the cluster has settled, that each partition of topic is
 // either as it was before or as want says it was asked to be (never between), and that
 // res.Changes lists exactly the partitions that differ from before, with their states
-// before and now. leaders says whether leadership is part of the state (reorders) or not
-// (replication factor).
+// before and now, field by field (DiffChanges). leaders says whether leadership is part of
+// the state (reorders) or not (replication factor). A change's bytes, when the result
+// gives them (docs/contract.md: a raise's added replicas, read once in sync; absent when
+// not read), must be the size of the replicas it added, as the brokers show them now.
 func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
-	checkOutcome(t, func() (*model.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, res, topic, before, want, leaders)
+	checkOutcome(t, func() (*model.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, cl, res, topic, before, want, leaders)
 }
 
 // CheckOutcome is the package's CheckOutcome on a stack cluster, reading it as the worker
@@ -181,10 +184,10 @@ func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string
 func (e *Env) CheckOutcome(t testing.TB, cluster string, cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
 	rd := e.Reader(t, cluster, cl)
-	checkOutcome(t, func() (*model.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, res, topic, before, want, leaders)
+	checkOutcome(t, func() (*model.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, cl, res, topic, before, want, leaders)
 }
 
-func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
+func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
 	Eventually(t, 60*time.Second, func() error {
 		snap, err := read()
@@ -220,6 +223,9 @@ func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *event
 			}
 			got = append(got, c)
 		}
+		if err := addedBytes(t.Context(), cl, topic, got, changed); err != nil {
+			return err
+		}
 		if d := DiffChanges(got, changed); d != "" {
 			return fmt.Errorf("the result's changes are not what the cluster shows (got: the result; want: the cluster):\n%s\nresult:  %s\ncluster: %s",
 				d, FormatChanges(got), FormatChanges(changed))
@@ -247,4 +253,59 @@ func (e *Env) BrokerThrottles(t testing.TB, cluster string, cl *kgo.Client) map[
 		t.Fatalf("broker throttles of %s: %v", cluster, err)
 	}
 	return out
+}
+
+// addedBytes sets the bytes of each change of want whose counterpart in got (the result)
+// gives bytes: the size of the replicas the change added (ReplicasAfter less
+// ReplicasBefore), summed, as the brokers' log directories show them now (current
+// replicas, not future ones). A change of got without bytes leaves want's at zero: the
+// contract lets a result leave them out.
+func addedBytes(ctx context.Context, cl *kgo.Client, topic string, got, want []plan.Change) error {
+	given := map[model.TopicPartition]bool{}
+	for _, c := range got {
+		if c.Bytes != 0 {
+			given[c.TopicPartition] = true
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	set := kadm.TopicsSet{}
+	for tp := range given {
+		set.Add(topic, tp.Partition)
+	}
+	dirs, err := kadm.NewClient(cl).DescribeAllLogDirs(ctx, set)
+	if err != nil {
+		return fmt.Errorf("describe log dirs of %s: %w", topic, err)
+	}
+	for i, c := range want {
+		if !given[c.TopicPartition] {
+			continue
+		}
+		var size int64
+		for _, b := range c.ReplicasAfter {
+			if slices.Contains(c.ReplicasBefore, b) {
+				continue
+			}
+			bd, ok := dirs[b]
+			if !ok {
+				return fmt.Errorf("describe log dirs of %s: broker %d did not answer", topic, b)
+			}
+			if err := bd.Error(); err != nil {
+				return fmt.Errorf("describe log dirs of broker %d: %w", b, err)
+			}
+			found := false
+			for _, d := range bd {
+				if p, ok := d.Topics[topic][c.Partition]; ok && !p.IsFuture {
+					size += p.Size
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s: broker %d shows no replica of it", c.TopicPartition, b)
+			}
+		}
+		want[i].Bytes = size
+	}
+	return nil
 }
