@@ -200,6 +200,11 @@ func startProc(t *testing.T, name, yaml string, pauseAt ...string) *proc {
 	}()
 	t.Cleanup(func() {
 		p.stop()
+		// A worker built with -race reports a race on its output and goes on; it would
+		// exit with status 66 only at a normal exit, and the tests end it with SIGKILL.
+		if out := p.out.String(); strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("worker %s reported a data race (see its output)", name)
+		}
 		if t.Failed() {
 			t.Logf("=== worker %s output ===\n%s", name, p.out.String())
 		}
