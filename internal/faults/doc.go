@@ -4,7 +4,7 @@
 // broker stopped or the controller killed under them. After each fault the tests check the
 // promise operators rely on: every event has exactly one final result; the cluster ends in
 // the requested state or the state before the event, never between; nothing of ours is
-// left (journal entry, reassignment, throttle); what others set is untouched; and the
+// left (journal entry, reassignment, throttle, lock); what others set is untouched; and the
 // result's changes are what the cluster shows.
 //
 // Workers stop at a step through the KAFKAMENDER_PAUSE_AT environment variable (see

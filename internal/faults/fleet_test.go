@@ -46,6 +46,9 @@ func newFleet(t *testing.T, env *testenv.Env) *fleet {
 	return f
 }
 
+// config is a worker's configuration. Each cluster's lock is where its rig's lockAt says
+// (the leftover checks look there): the ZooKeeper-mode cluster's in its own ZooKeeper (a
+// cluster with one keeps its lock there), the KRaft cluster's in NATS.
 func (f *fleet) config(name, httpAddr string) string {
 	lc, kc := f.local.env.Cluster(f.t, "local"), f.kraft.env.Cluster(f.t, "kraft")
 	return fmt.Sprintf(`worker:
@@ -61,10 +64,10 @@ nats:
   subjects: [kafkamender.events.%s.>, kafkamender.events.%s.>]
   ack_wait: 3s
 lock:
-  root: /kafkamender-test/faults
+  root: %s
   session_timeout: 3s
   acquire_timeout: 2m
-  nats: {bucket: KAFKAMENDER_TEST_LOCKS, ttl: 3s}
+  nats: {bucket: %s, ttl: 3s}
 replication_factor:
   foreign_wait: 10s
 alertmanager:
@@ -80,11 +83,11 @@ clusters:
     strategy: auto
   %s:
     bootstrap_servers: [%s]
-    lock: {backend: nats}
+    lock: {backend: %s}
     strategy: auto
-`, name, httpAddr, stack.NATSURL, f.consumer, f.local.alias, f.kraft.alias,
+`, name, httpAddr, stack.NATSURL, f.consumer, f.local.alias, f.kraft.alias, lockRoot, lockBucket,
 		f.local.alias, strings.Join(lc.Bootstrap(), ", "), f.proxy.Addr(), stack.KafkaChroot,
-		f.kraft.alias, strings.Join(kc.Bootstrap(), ", "))
+		f.kraft.alias, strings.Join(kc.Bootstrap(), ", "), f.kraft.lockAt().Backend)
 }
 
 // worker is a running worker of the fleet and its HTTP address.

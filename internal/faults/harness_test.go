@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/stack"
@@ -111,10 +112,8 @@ func (r *rig) config(name string) string {
 	if attempts == 0 {
 		attempts = 10
 	}
-	// A ZooKeeper-mode cluster keeps its lock in its ZooKeeper; a KRaft one in NATS
-	// (the key-value lock), so that the crash tests cover both lock backends.
 	zk := "    lock: {backend: nats}\n"
-	if c.Mode == stack.ModeZooKeeper {
+	if r.lockAt().Backend == config.LockZooKeeper {
 		zk = "    zookeeper: " + r.zk + c.Chroot + "\n"
 	}
 	return fmt.Sprintf(`worker:
@@ -132,17 +131,33 @@ nats:
   max_attempts: %d
 lock:
   zookeeper: %s
-  root: /kafkamender-test/faults
+  root: %s
   session_timeout: 3s
   acquire_timeout: 2m
-  nats: {bucket: KAFKAMENDER_TEST_LOCKS, ttl: 3s}
+  nats: {bucket: %s, ttl: 3s}
 replication_factor:
   foreign_wait: 10s
 clusters:
   %s:
     bootstrap_servers: [%s]
 %s    strategy: auto
-`, name, stack.NATSURL, r.alias, r.alias, attempts, r.zk, r.alias, strings.Join(c.Bootstrap(), ", "), zk)
+`, name, stack.NATSURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk)
+}
+
+// Where the fault tests' workers keep their locks: lock.root and lock.nats.bucket.
+const (
+	lockRoot   = "/kafkamender-test/faults"
+	lockBucket = "KAFKAMENDER_TEST_LOCKS"
+)
+
+// lockAt is where the workers of the rig (rig.config, fleet.config) keep its cluster's
+// lock: a ZooKeeper-mode cluster in its ZooKeeper, a KRaft one in NATS (the key-value
+// lock), so that the crash tests cover both lock backends.
+func (r *rig) lockAt() testenv.LockAt {
+	if r.env.Cluster(r.t, r.real).Mode == stack.ModeZooKeeper {
+		return testenv.ZooKeeperLock(lockRoot)
+	}
+	return testenv.NATSLock(lockBucket)
 }
 
 // proc is a worker process.
@@ -185,6 +200,11 @@ func startProc(t *testing.T, name, yaml string, pauseAt ...string) *proc {
 	}()
 	t.Cleanup(func() {
 		p.stop()
+		// A worker built with -race reports a race on its output and goes on; it would
+		// exit with status 66 only at a normal exit, and the tests end it with SIGKILL.
+		if out := p.out.String(); strings.Contains(out, "WARNING: DATA RACE") {
+			t.Errorf("worker %s reported a data race (see its output)", name)
+		}
 		if t.Failed() {
 			t.Logf("=== worker %s output ===\n%s", name, p.out.String())
 		}
@@ -377,7 +397,7 @@ func (r *rig) noLeftovers(topics []string, topicThrottles map[string]string) {
 func (r *rig) noLeftoversAt(topics []string, topicThrottles map[string]string, rate int) {
 	r.t.Helper()
 	r.env.CheckNoLeftovers(r.t, r.js, r.cl, testenv.Leftovers{Cluster: r.real, Alias: r.alias, Topics: topics,
-		TopicThrottles: topicThrottles, Rate: strconv.Itoa(rate), LockRoot: "/kafkamender-test/faults"})
+		TopicThrottles: topicThrottles, Rate: strconv.Itoa(rate), Lock: r.lockAt()})
 }
 
 // logDirOf is the log directory of broker that holds the current replica of topic-p.

@@ -95,9 +95,14 @@ func grew(before []model.Partition) func(model.Partition) bool {
 }
 
 // The lock holder's ZooKeeper session expires in the middle of a copy: it sends no write
-// after the expiry (not even the throttle restore it would make next), and another worker,
-// serving another event of the cluster, finishes the orphaned operation first (its result
-// published once), then its own.
+// after the expiry (not even the throttle restore it would make next), and another worker
+// finishes the operation: the event, never acknowledged, is delivered again to worker-b,
+// which resumes it from the journal (the same event: no takeover across events), and its
+// one result is stored by worker-b; another event of the cluster, published meanwhile,
+// succeeds too (the cluster's consumer hands out one event at a time, so the redelivery
+// comes before it; the order is not checked here). A takeover across events, where the
+// orphan's message is gone and the next event's worker finishes it:
+// TestTakeoverFinishesAnotherEventsOperation in internal/faults.
 func TestZKSessionExpiryMidCopy(t *testing.T) {
 	env := testenv.Get(t)
 	env.LockBrokerThrottles(t)

@@ -174,7 +174,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 		t.Fatal(err)
 	}
 	t.Cleanup(sess.Close)
-	lk, err := locks.New(sess, locks.Config{Root: "/kafkamender-test/locks", Worker: worker, Wait: o.lockWait})
+	lk, err := locks.New(sess, locks.Config{Root: lockRoot, Worker: worker, Wait: o.lockWait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,8 +287,12 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 func (f *fleet) noLeftovers(topics []string, topicThrottles map[string]string, rate string) {
 	f.t.Helper()
 	f.env.CheckNoLeftovers(f.t, f.js, f.env.Kafka(f.t, f.real), testenv.Leftovers{Cluster: f.real, Alias: f.alias, Topics: topics,
-		TopicThrottles: topicThrottles, Rate: rate, LockRoot: "/kafkamender-test/locks"})
+		TopicThrottles: topicThrottles, Rate: rate, Lock: testenv.ZooKeeperLock(lockRoot)})
 }
+
+// lockRoot is where the fleets' workers keep their locks: in the stack's ZooKeeper, for
+// clusters of either mode.
+const lockRoot = "/kafkamender-test/locks"
 
 // stored returns the one result stored for event id (testenv.StoredResult).
 func (f *fleet) stored(id string) *events.Result {

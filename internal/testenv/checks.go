@@ -3,10 +3,8 @@ package testenv
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
@@ -133,16 +129,30 @@ func Partitions(t testing.TB, cl *kgo.Client, topic string) []model.Partition {
 // shows only in /admin/reassign_partitions).
 func (e *Env) Reader(t testing.TB, cluster string, cl *kgo.Client) kafka.Reader {
 	t.Helper()
-	caps, err := kafka.Probe(t.Context(), cl)
+	c := e.Cluster(t, cluster)
+	var zk *zkpkg.Conn
+	if c.Mode == stack.ModeZooKeeper {
+		zk = e.ZooKeeper(t)
+	}
+	r, err := reader(t.Context(), c, cl, zk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := e.Cluster(t, cluster)
-	r := kafka.Reader{Client: cl, Caps: caps, Chroot: c.Chroot}
-	if c.Mode == stack.ModeZooKeeper {
-		r.ZK = e.ZooKeeper(t)
-	}
 	return r
+}
+
+// reader is Env.Reader with its ZooKeeper connection given (nil: KRaft), without failing
+// the test.
+func reader(ctx context.Context, c stack.Cluster, cl *kgo.Client, zk *zkpkg.Conn) (kafka.Reader, error) {
+	caps, err := kafka.Probe(ctx, cl)
+	if err != nil {
+		return kafka.Reader{}, fmt.Errorf("probe %s: %w", c.Name, err)
+	}
+	r := kafka.Reader{Client: cl, Caps: caps, Chroot: c.Chroot}
+	if zk != nil {
+		r.ZK = zk
+	}
+	return r, nil
 }
 
 // Partitions reads a topic's partitions of the stack cluster, reassignments included
@@ -159,11 +169,13 @@ func (e *Env) Partitions(t testing.TB, cluster string, cl *kgo.Client, topic str
 // CheckOutcome checks, once the cluster has settled, that each partition of topic is
 // either as it was before or as want says it was asked to be (never between), and that
 // res.Changes lists exactly the partitions that differ from before, with their states
-// before and now. leaders says whether leadership is part of the state (reorders) or not
-// (replication factor).
+// before and now, field by field (DiffChanges). leaders says whether leadership is part of
+// the state (reorders) or not (replication factor). A change's bytes, when the result
+// gives them (docs/contract.md: a raise's added replicas, read once in sync; absent when
+// not read), must be the size of the replicas it added, as the brokers show them now.
 func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
-	checkOutcome(t, func() (*model.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, res, topic, before, want, leaders)
+	checkOutcome(t, func() (*model.Snapshot, error) { return kafka.ReadSnapshot(t.Context(), cl, topic) }, cl, res, topic, before, want, leaders)
 }
 
 // CheckOutcome is the package's CheckOutcome on a stack cluster, reading it as the worker
@@ -172,10 +184,10 @@ func CheckOutcome(t testing.TB, cl *kgo.Client, res *events.Result, topic string
 func (e *Env) CheckOutcome(t testing.TB, cluster string, cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
 	rd := e.Reader(t, cluster, cl)
-	checkOutcome(t, func() (*model.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, res, topic, before, want, leaders)
+	checkOutcome(t, func() (*model.Snapshot, error) { return rd.Snapshot(t.Context(), topic) }, cl, res, topic, before, want, leaders)
 }
 
-func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
+func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), cl *kgo.Client, res *events.Result, topic string, before []model.Partition, want func(model.Partition) bool, leaders bool) {
 	t.Helper()
 	Eventually(t, 60*time.Second, func() error {
 		snap, err := read()
@@ -211,175 +223,89 @@ func checkOutcome(t testing.TB, read func() (*model.Snapshot, error), res *event
 			}
 			got = append(got, c)
 		}
-		if fmt.Sprint(got) != fmt.Sprint(changed) {
-			return fmt.Errorf("the result's changes %v are not what the cluster shows: %v", got, changed)
+		if err := addedBytes(t.Context(), cl, topic, got, changed); err != nil {
+			return err
+		}
+		if d := DiffChanges(got, changed); d != "" {
+			return fmt.Errorf("the result's changes are not what the cluster shows (got: the result; want: the cluster):\n%s\nresult:  %s\ncluster: %s",
+				d, FormatChanges(got), FormatChanges(changed))
 		}
 		return nil
 	})
 }
 
-// Leftovers says what CheckNoLeftovers looks for.
-type Leftovers struct {
-	Cluster string // the stack cluster ("local", "kraft")
-	Alias   string // the cluster name the workers used: its journal entry and lock
-	Topics  []string
-	// TopicThrottles are the throttled-replicas values of the topics set by others before
-	// the operation: they must be as they were (the others must be unset).
-	TopicThrottles map[string]string
-	// Rate is the throttle rate the operation asked for: no broker may still hold it.
-	Rate string
-	// LockRoot is where the workers' lock claims live.
-	LockRoot string
-}
-
-// CheckNoLeftovers checks that nothing of ours is left: no open journal entry, no reassignment
-// of the topics, no throttle of ours on a broker or on the topics, and no lock claim. Each
-// leftover found fails the test and counts in the tally.
-func (e *Env) CheckNoLeftovers(t testing.TB, js jetstream.JetStream, cl *kgo.Client, l Leftovers) {
-	t.Helper()
-	tally.checks.Add(1)
-	leftover := func(format string, args ...any) {
-		t.Helper()
-		tally.leftovers.Add(1)
-		t.Errorf(format, args...)
-	}
-	store := journal.New(js)
-	rd := e.Reader(t, l.Cluster, cl)
-	if err := poll(t, 30*time.Second, func() error {
-		if rec, err := store.Get(t.Context(), l.Alias); err != nil || rec != nil && rec.Open() {
-			return fmt.Errorf("journal entry left: %+v (%v)", rec, err)
-		}
-		ongoing, err := rd.Reassignments(t.Context(), l.Topics)
-		if err != nil {
-			return err
-		}
-		if len(ongoing) > 0 {
-			return fmt.Errorf("reassignments left: %v", ongoing)
-		}
-		return nil
-	}); err != nil {
-		leftover("%v", err)
-	}
-	adm := kadm.NewClient(cl)
-	if c := e.Cluster(t, l.Cluster); l.Rate != "" && c.Mode == stack.ModeZooKeeper {
-		// Where the rates live in ZooKeeper mode: the brokers of the legacy cluster (2.3)
-		// do not show their values (KAFKA-9625).
-		zk := e.ZooKeeper(t)
-		for _, b := range c.Brokers {
-			p := fmt.Sprintf("%s/config/brokers/%d", c.Chroot, b.ID)
-			data, _, err := zk.Get(p)
-			if errors.Is(err, zkpkg.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			z, err := kafka.DecodeConfigZnode(data)
-			if err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			for _, key := range []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate, kafka.AlterLogDirsThrottledRate} {
-				if v := z.Get(key); v != nil && *v == l.Rate {
-					leftover("broker %d: our throttle %s = %s left behind (%s)", b.ID, key, l.Rate, p)
-				}
-			}
-		}
-	}
-	if l.Rate != "" {
-		var ids []int32
-		for _, b := range e.Cluster(t, l.Cluster).Brokers {
-			ids = append(ids, b.ID)
-		}
-		rcs, err := adm.DescribeBrokerConfigs(t.Context(), ids...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, rc := range rcs {
-			for _, c := range rc.Configs {
-				if (c.Key == kafka.LeaderThrottledRate || c.Key == kafka.FollowerThrottledRate || c.Key == kafka.AlterLogDirsThrottledRate) &&
-					c.Source == kmsg.ConfigSourceDynamicBrokerConfig && c.MaybeValue() == l.Rate {
-					leftover("broker %s: our throttle %s = %s left behind", rc.Name, c.Key, l.Rate)
-				}
-			}
-		}
-	}
-	for _, topic := range l.Topics {
-		cfgs, err := adm.DescribeTopicConfigs(t.Context(), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rc, _ := cfgs.On(topic, nil)
-		for _, c := range rc.Configs {
-			if c.Key != kafka.LeaderThrottledReplicas && c.Key != kafka.FollowerThrottledReplicas {
-				continue
-			}
-			if got, want := c.MaybeValue(), l.TopicThrottles[c.Key]; got != want {
-				leftover("topic %s: %s = %q after the operation, want %q", topic, c.Key, got, want)
-			}
-		}
-	}
-	if l.LockRoot != "" {
-		zk := e.ZooKeeper(t)
-		if err := poll(t, 30*time.Second, func() error {
-			claims, _, err := zk.Children(l.LockRoot + "/" + l.Alias)
-			if err != nil && !strings.Contains(err.Error(), "node does not exist") {
-				return err
-			}
-			if len(claims) > 0 {
-				return fmt.Errorf("lock claims left: %v", claims)
-			}
-			return nil
-		}); err != nil {
-			leftover("%v", err)
-		}
-	}
-}
-
 // BrokerThrottles are the dynamic throttle rates of a stack cluster's brokers, keyed
 // "<broker>/<config>": in ZooKeeper mode from their config znodes (the brokers of the legacy
-// cluster do not show their values: KAFKA-9625), else from DescribeConfigs.
+// cluster do not show their values: KAFKA-9625), else from DescribeConfigs. A read that
+// keeps failing (see retryRead) fails the test.
 func (e *Env) BrokerThrottles(t testing.TB, cluster string, cl *kgo.Client) map[string]string {
 	t.Helper()
-	out := map[string]string{}
-	keys := []string{kafka.LeaderThrottledRate, kafka.FollowerThrottledRate, kafka.AlterLogDirsThrottledRate}
 	c := e.Cluster(t, cluster)
+	var out map[string]string
 	if c.Mode == stack.ModeZooKeeper {
 		zk := e.ZooKeeper(t)
-		for _, b := range c.Brokers {
-			p := fmt.Sprintf("%s/config/brokers/%d", c.Chroot, b.ID)
-			data, _, err := zk.Get(p)
-			if errors.Is(err, zkpkg.ErrNoNode) {
-				continue
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			z, err := kafka.DecodeConfigZnode(data)
-			if err != nil {
-				t.Fatalf("%s: %v", p, err)
-			}
-			for _, key := range keys {
-				if v := z.Get(key); v != nil {
-					out[fmt.Sprintf("%d/%s", b.ID, key)] = *v
-				}
-			}
+		if err := retryRead(t, func() (err error) { out, err = zkBrokerThrottles(zk, c); return err }); err != nil {
+			t.Fatalf("broker throttles of %s: %v", cluster, err)
 		}
 		return out
 	}
-	var ids []int32
-	for _, b := range c.Brokers {
-		ids = append(ids, b.ID)
-	}
-	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(t.Context(), ids...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, rc := range rcs {
-		for _, cfg := range rc.Configs {
-			if slices.Contains(keys, cfg.Key) && cfg.Source == kmsg.ConfigSourceDynamicBrokerConfig && cfg.Value != nil {
-				out[rc.Name+"/"+cfg.Key] = *cfg.Value
-			}
-		}
+	if err := retryRead(t, func() (err error) { out, err = describedBrokerThrottles(t.Context(), cl, c); return err }); err != nil {
+		t.Fatalf("broker throttles of %s: %v", cluster, err)
 	}
 	return out
+}
+
+// addedBytes sets the bytes of each change of want whose counterpart in got (the result)
+// gives bytes: the size of the replicas the change added (ReplicasAfter less
+// ReplicasBefore), summed, as the brokers' log directories show them now (current
+// replicas, not future ones). A change of got without bytes leaves want's at zero: the
+// contract lets a result leave them out.
+func addedBytes(ctx context.Context, cl *kgo.Client, topic string, got, want []plan.Change) error {
+	given := map[model.TopicPartition]bool{}
+	for _, c := range got {
+		if c.Bytes != 0 {
+			given[c.TopicPartition] = true
+		}
+	}
+	if len(given) == 0 {
+		return nil
+	}
+	set := kadm.TopicsSet{}
+	for tp := range given {
+		set.Add(topic, tp.Partition)
+	}
+	dirs, err := kadm.NewClient(cl).DescribeAllLogDirs(ctx, set)
+	if err != nil {
+		return fmt.Errorf("describe log dirs of %s: %w", topic, err)
+	}
+	for i, c := range want {
+		if !given[c.TopicPartition] {
+			continue
+		}
+		var size int64
+		for _, b := range c.ReplicasAfter {
+			if slices.Contains(c.ReplicasBefore, b) {
+				continue
+			}
+			bd, ok := dirs[b]
+			if !ok {
+				return fmt.Errorf("describe log dirs of %s: broker %d did not answer", topic, b)
+			}
+			if err := bd.Error(); err != nil {
+				return fmt.Errorf("describe log dirs of broker %d: %w", b, err)
+			}
+			found := false
+			for _, d := range bd {
+				if p, ok := d.Topics[topic][c.Partition]; ok && !p.IsFuture {
+					size += p.Size
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("%s: broker %d shows no replica of it", c.TopicPartition, b)
+			}
+		}
+		want[i].Bytes = size
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,6 +69,7 @@ func startStack(t testing.TB) *stack.Stack {
 		t.Skip("integration test: needs the local stack (skipped under -short)")
 	}
 	upOnce.Do(func() {
+		closeInheritedOnExec()
 		root, err := Root()
 		if err != nil {
 			upErr = err
@@ -94,6 +96,23 @@ func startStack(t testing.TB) *stack.Stack {
 		t.Fatalf("local stack: %v", upErr)
 	}
 	return upSt
+}
+
+// closeInheritedOnExec marks the file descriptors this process inherited (above stderr)
+// close-on-exec, so that the servers it starts (they outlive it) do not keep them open. One
+// such descriptor is the lock file of `flock <file> go test …`: a server that inherits it
+// holds that lock for as long as it runs, and every later `flock <file>` waits for ever.
+// Go opens its own descriptors close-on-exec already; where /proc is missing, nothing is done.
+func closeInheritedOnExec() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // Get returns the stack for a test that uses it without disturbing servers.
