@@ -305,7 +305,7 @@ const (
 	DefaultLogFormat          = "json"
 	DefaultHTTPListen         = "127.0.0.1:8080"
 	DefaultLockRoot           = "/kafkamender/locks"
-	DefaultLockBucket         = "KAFKAMENDER_LOCKS"
+	DefaultLockBucket         = events.LocksBucket
 	DefaultLockTTL            = 10 * time.Second
 	DefaultNATSConsumer       = "kafkamender-workers"
 	DefaultNATSSubjects       = "kafkamender.events.>"

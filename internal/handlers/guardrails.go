@@ -16,12 +16,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
-// GuardrailsBucket is the JetStream key-value bucket of guardrails.max_operations_per_hour,
-// created by the workers: key = cluster, value = the JSON list of the operations that began
-// writing to the cluster within the last hour, [{"event":…,"at":…}], oldest first. A key
-// expires an hour after its last write, when everything it lists is older than an hour.
-const GuardrailsBucket = "KAFKAMENDER_GUARDRAILS"
-
 // GuardrailOptions are the limits every event must stay within (the configuration's
 // guardrails; docs/repairs.md#guardrails). Zero values: no limit.
 type GuardrailOptions struct {
@@ -30,7 +24,7 @@ type GuardrailOptions struct {
 	// MaxPartitionsPerEvent caps the partitions one plan changes; 0: no cap.
 	MaxPartitionsPerEvent int
 	// MaxOperationsPerHour caps the operations that write to one cluster within an hour,
-	// across the fleet (GuardrailsBucket); 0: no cap, and nothing is recorded.
+	// across the fleet (events.GuardrailsBucket); 0: no cap, and nothing is recorded.
 	MaxOperationsPerHour int
 	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it; a
 	// type not listed may come from any source.
@@ -88,7 +82,7 @@ func (h *Handlers) Refuses(ev *events.Event) error { return h.refuses(ev) }
 func (h *Handlers) Partitions(n int) error { return h.guard.Partitions(n) }
 
 // Count implements operation.Guard: guardrails.max_operations_per_hour, counted across the
-// fleet (GuardrailsBucket).
+// fleet (events.GuardrailsBucket).
 func (h *Handlers) Count(ctx context.Context, alive func() error, ev *events.Event) error {
 	return h.ops.count(ctx, alive, ev.Cluster, ev.ID)
 }
@@ -102,7 +96,7 @@ func (h *Handlers) protected() plan.Protected {
 }
 
 // opLog keeps, per cluster, the operations that wrote to it within the last hour, for the
-// whole fleet (GuardrailsBucket), and refuses those over guardrails.max_operations_per_hour.
+// whole fleet (events.GuardrailsBucket), and refuses those over guardrails.max_operations_per_hour.
 type opLog struct {
 	js    jetstream.JetStream
 	limit int              // 0: no cap, nothing recorded
@@ -123,14 +117,14 @@ func (o *opLog) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 		return o.kv, nil
 	}
 	kv, err := o.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      GuardrailsBucket,
+		Bucket:      events.GuardrailsBucket,
 		Description: "operations that wrote to each Kafka cluster within the last hour: guardrails.max_operations_per_hour",
 		TTL:         guardrails.Window,
 		History:     1,
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return nil, transient(fmt.Errorf("key-value bucket %s: %w", GuardrailsBucket, err))
+		return nil, transient(fmt.Errorf("key-value bucket %s: %w", events.GuardrailsBucket, err))
 	}
 	o.kv = kv
 	return kv, nil
@@ -143,7 +137,7 @@ func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string)
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, transient(fmt.Errorf("read the operations of cluster %s (%s): %w", cluster, GuardrailsBucket, err))
+		return nil, 0, transient(fmt.Errorf("read the operations of cluster %s (%s): %w", cluster, events.GuardrailsBucket, err))
 	}
 	if e.Operation() != jetstream.KeyValuePut {
 		return nil, 0, nil
@@ -152,7 +146,7 @@ func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string)
 	if err := json.Unmarshal(e.Value(), &ops); err != nil {
 		// Refused rather than taken for empty: the cap must not be lost to a bad write. The
 		// key expires an hour after that write at the latest.
-		return nil, 0, transient(fmt.Errorf("decode the operations of cluster %s (%s, revision %d): %w", cluster, GuardrailsBucket, e.Revision(), err))
+		return nil, 0, transient(fmt.Errorf("decode the operations of cluster %s (%s, revision %d): %w", cluster, events.GuardrailsBucket, e.Revision(), err))
 	}
 	return ops, e.Revision(), nil
 }
@@ -199,8 +193,8 @@ func (o *opLog) count(ctx context.Context, alive func() error, cluster, event st
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // written by someone else since our read
 		default:
-			return transient(fmt.Errorf("record the operation on cluster %s (%s): %w", cluster, GuardrailsBucket, err))
+			return transient(fmt.Errorf("record the operation on cluster %s (%s): %w", cluster, events.GuardrailsBucket, err))
 		}
 	}
-	return transient(fmt.Errorf("record the operation on cluster %s (%s): the record changed under each of %d writes", cluster, GuardrailsBucket, conflictRetries))
+	return transient(fmt.Errorf("record the operation on cluster %s (%s): the record changed under each of %d writes", cluster, events.GuardrailsBucket, conflictRetries))
 }

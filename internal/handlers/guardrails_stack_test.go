@@ -331,10 +331,10 @@ func dirsOf(t *testing.T, adm *kadm.Client, topic string) map[string]string {
 }
 
 // hourlyRecord lists the events of the fleet's cluster in the hourly record of the
-// guardrails (handlers.GuardrailsBucket), oldest first.
+// guardrails (events.GuardrailsBucket), oldest first.
 func hourlyRecord(t *testing.T, f *fleet) []string {
 	t.Helper()
-	kv, err := f.js.KeyValue(t.Context(), handlers.GuardrailsBucket)
+	kv, err := f.js.KeyValue(t.Context(), events.GuardrailsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

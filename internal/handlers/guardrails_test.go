@@ -53,7 +53,7 @@ func alive() error { return nil }
 // its revision (0: none).
 func record(t *testing.T, js jetstream.JetStream, cluster string) ([]string, uint64) {
 	t.Helper()
-	kv, err := js.KeyValue(t.Context(), GuardrailsBucket)
+	kv, err := js.KeyValue(t.Context(), events.GuardrailsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, 0
 	}
@@ -137,7 +137,7 @@ func TestOpLogBucket(t *testing.T) {
 	if err := o.count(t.Context(), alive, "local", "a"); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(t.Context(), GuardrailsBucket)
+	kv, err := js.KeyValue(t.Context(), events.GuardrailsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestOpLogWithoutCapRecordsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := js.KeyValue(t.Context(), events.GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("bucket lookup: %v, want no bucket", err)
 	}
 }
@@ -412,7 +412,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 			}
 		})
 	}
-	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := js.KeyValue(t.Context(), events.GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("a rejected event touched the hourly record: %v", err)
 	}
 }

@@ -112,8 +112,8 @@ func (c *Cluster) reader(caps kafka.Capabilities) kafka.Reader {
 // handlers never change it afterwards, so they are safe for concurrent use.
 type Config struct {
 	Clusters map[string]*Cluster
-	// JS holds the broker-overloaded cool-down records (OverloadedBucket) and the hourly
-	// operation records of the guardrails (GuardrailsBucket). Required.
+	// JS holds the broker-overloaded cool-down records (events.OverloadedBucket) and the hourly
+	// operation records of the guardrails (events.GuardrailsBucket). Required.
 	JS      jetstream.JetStream
 	Logger  *zap.Logger
 	Metrics *metrics.Metrics

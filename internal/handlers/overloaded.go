@@ -20,11 +20,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
-// OverloadedBucket is the JetStream key-value bucket that remembers which brokers were
-// shed recently, per cluster (key <cluster>.<broker>), for the cool-down and for steering
-// leadership away from brokers that are themselves overloaded.
-const OverloadedBucket = "KAFKAMENDER_OVERLOADED"
-
 // overloadedTask moves partition leadership off a broker (only the leader's load leaves
 // it; no data moves), balanced across the in-sync replicas of the other brokers, with
 // every reorder in one request and one batched preferred election: broker-overloaded.
@@ -162,7 +157,7 @@ func (h *Handlers) Absorber(ctx context.Context, done *events.Event, res *events
 	}, nil
 }
 
-// coolDown keeps the brokers shed recently (OverloadedBucket).
+// coolDown keeps the brokers shed recently (events.OverloadedBucket).
 type coolDown struct {
 	js  jetstream.JetStream
 	ttl time.Duration
@@ -219,14 +214,14 @@ func (c *coolDown) bucket(ctx context.Context) (jetstream.KeyValue, error) {
 		return c.kv, nil
 	}
 	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      OverloadedBucket,
+		Bucket:      events.OverloadedBucket,
 		Description: "brokers shed recently, per cluster: cool-down of broker-overloaded alerts",
 		TTL:         c.ttl,
 		History:     1,
 		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return nil, transient(fmt.Errorf("key-value bucket %s: %w", OverloadedBucket, err))
+		return nil, transient(fmt.Errorf("key-value bucket %s: %w", events.OverloadedBucket, err))
 	}
 	c.kv = kv
 	return kv, nil

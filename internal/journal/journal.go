@@ -60,7 +60,7 @@ import (
 )
 
 // Bucket is the JetStream key-value bucket of the journal; its keys are cluster names.
-const Bucket = "KAFKAMENDER_JOURNAL"
+const Bucket = events.JournalBucket
 
 // Step is how far an operation got. Steps only inform (operators, logs, the choice between
 // finishing and rolling back); the truth of what the cluster holds comes from reading it.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
 )
 
 // The NATS JetStream key-value lock: for clusters without ZooKeeper (KRaft), the lock of
@@ -55,7 +57,7 @@ import (
 
 // Defaults of KVConfig.
 const (
-	DefaultKVBucket = "KAFKAMENDER_LOCKS"
+	DefaultKVBucket = events.LocksBucket
 	DefaultKVTTL    = 10 * time.Second
 )
 
