@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -98,37 +98,24 @@ func (h *Handlers) protected() plan.Protected {
 // opLog keeps, per cluster, the operations that wrote to it within the last hour, for the
 // whole fleet (events.GuardrailsBucket), and refuses those over guardrails.max_operations_per_hour.
 type opLog struct {
-	js    jetstream.JetStream
-	limit int              // 0: no cap, nothing recorded
-	now   func() time.Time // the clock of the records
-
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	bucket *kvbucket.Bucket
+	limit  int              // 0: no cap, nothing recorded
+	now    func() time.Time // the clock of the records
 }
 
-// conflictRetries bounds the rereads of a record that changed between our read and our
-// write.
-const conflictRetries = 5
-
-func (o *opLog) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.kv != nil {
-		return o.kv, nil
-	}
-	kv, err := o.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+func newOpLog(js jetstream.JetStream, limit int, now func() time.Time) *opLog {
+	return &opLog{limit: limit, now: now, bucket: kvbucket.New(js, jetstream.KeyValueConfig{
 		Bucket:      events.GuardrailsBucket,
 		Description: "operations that wrote to each Kafka cluster within the last hour: guardrails.max_operations_per_hour",
 		TTL:         guardrails.Window,
 		History:     1,
 		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, transient(fmt.Errorf("key-value bucket %s: %w", events.GuardrailsBucket, err))
-	}
-	o.kv = kv
-	return kv, nil
+	})}
 }
+
+// conflictRetries bounds the rereads of a record that changed between our read and our
+// write.
+const conflictRetries = 5
 
 // read returns the record of cluster and its revision (0: none).
 func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string) ([]guardrails.Op, uint64, error) {
@@ -162,7 +149,7 @@ func (o *opLog) count(ctx context.Context, alive func() error, cluster, event st
 	if o.limit == 0 {
 		return nil
 	}
-	kv, err := o.bucket(ctx)
+	kv, err := o.bucket.KeyValue(ctx)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/operation/operationtest"
@@ -85,7 +86,7 @@ func record(t *testing.T, js jetstream.JetStream, cluster string) ([]string, uin
 func TestOpLogHourlyWindow(t *testing.T) {
 	js := natsJS(t)
 	c := &clock{now: base}
-	o := &opLog{js: js, limit: 3, now: c.Now}
+	o := newOpLog(js, 3, c.Now)
 	steps := []struct {
 		at      int // minutes after base
 		cluster string
@@ -133,7 +134,7 @@ func TestOpLogHourlyWindow(t *testing.T) {
 // last write (when all they list is older than the window).
 func TestOpLogBucket(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, limit: 1, now: time.Now}
+	o := newOpLog(js, 1, time.Now)
 	if err := o.count(t.Context(), alive, "local", "a"); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +154,7 @@ func TestOpLogBucket(t *testing.T) {
 // Without a cap nothing is recorded: no bucket, no NATS traffic to fail on.
 func TestOpLogWithoutCapRecordsNothing(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, now: time.Now}
+	o := newOpLog(js, 0, time.Now)
 	for _, ev := range []string{"a", "b", "c"} {
 		if err := o.count(t.Context(), alive, "local", ev); err != nil {
 			t.Fatal(err)
@@ -213,8 +214,8 @@ func TestOpLogRevisionConflicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := natsJS(t)
-			o := &opLog{js: js, limit: tc.limit, now: func() time.Time { return base.Add(10 * time.Minute) }}
-			real, err := o.bucket(t.Context())
+			o := newOpLog(js, tc.limit, func() time.Time { return base.Add(10 * time.Minute) })
+			real, err := o.bucket.KeyValue(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,12 +223,12 @@ func TestOpLogRevisionConflicts(t *testing.T) {
 				put(t, real, tc.before...)
 			}
 			raced := 0
-			o.kv = &racingKV{KeyValue: real, race: func() {
+			o.bucket = kvbucket.Bound(&racingKV{KeyValue: real, race: func() {
 				if raced == 0 || tc.timesUp {
 					put(t, real, tc.racer...)
 				}
 				raced++
-			}}
+			}})
 			err = o.count(t.Context(), alive, "local", "e")
 			switch {
 			case tc.err == "" && err != nil:
@@ -253,7 +254,7 @@ func TestOpLogRevisionConflicts(t *testing.T) {
 // A worker that no longer holds the cluster's lock writes nothing.
 func TestOpLogWritesOnlyUnderTheLock(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, limit: 2, now: time.Now}
+	o := newOpLog(js, 2, time.Now)
 	lost := errors.New("lock lost")
 	err := o.count(t.Context(), func() error { return lost }, "local", "a")
 	if !errors.Is(err, lost) {
@@ -267,8 +268,8 @@ func TestOpLogWritesOnlyUnderTheLock(t *testing.T) {
 // A record that does not decode is not taken for an empty one (the cap would be lost).
 func TestOpLogUndecodableRecord(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, limit: 2, now: time.Now}
-	kv, err := o.bucket(t.Context())
+	o := newOpLog(js, 2, time.Now)
+	kv, err := o.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +295,7 @@ func TestOpLogFleetWide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &opLog{js: js, limit: 2, now: time.Now}
+		return newOpLog(js, 2, time.Now)
 	}
 	w1, w2 := worker(), worker()
 	for i, step := range []struct {
@@ -365,7 +366,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Broker 3 was shed within the cool-down: an allowed source would get a noop.
-	kv, err := h.cool.bucket(t.Context())
+	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,7 +423,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 func TestAbsorberLeavesRefusedEventsToRun(t *testing.T) {
 	h, _ := guarded(t, testGuardrails)
 	done := decoded(t, events.TypeBrokerOverloaded, "alertmanager", map[string]any{"broker": 3})
-	kv, err := h.cool.bucket(t.Context())
+	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -502,7 +503,7 @@ func TestLogDirSummaryWithProtectedReplicas(t *testing.T) {
 // whole broker.
 func TestCoolDownHoldsBackWhatTheShedCovers(t *testing.T) {
 	h, _ := guarded(t, GuardrailOptions{})
-	kv, err := h.cool.bucket(t.Context())
+	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,8 +200,8 @@ func New(cfg Config) (*Handlers, error) {
 	sort.Strings(names)
 	cfg.Clusters = clusters
 	return &Handlers{cfg: cfg, log: cfg.Logger, clusters: names,
-		cool:  &coolDown{js: cfg.JS, ttl: cfg.Overloaded.CoolDown},
-		guard: guard, ops: &opLog{js: cfg.JS, limit: cfg.Guardrails.MaxOperationsPerHour, now: time.Now}}, nil
+		cool:  newCoolDown(cfg.JS, cfg.Overloaded.CoolDown),
+		guard: guard, ops: newOpLog(cfg.JS, cfg.Guardrails.MaxOperationsPerHour, time.Now)}, nil
 }
 
 // Types lists the event types these handlers build tasks for.
@@ -299,7 +299,7 @@ func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entr
 		t := &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatch), req: req, log: log}
 		if req != nil {
 			res.Reason = req.Reason
-			if t.kv, err = h.cool.bucket(ctx); err != nil {
+			if t.kv, err = h.cool.bucket.KeyValue(ctx); err != nil {
 				return nil, err
 			}
 		}

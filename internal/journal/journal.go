@@ -171,7 +171,7 @@ type Store struct{ kv kv }
 
 // New returns the journal in the JetStream key-value bucket Bucket, bound (and created
 // when missing) on first use, so that a worker starts while NATS is still unreachable.
-func New(js jetstream.JetStream) *Store { return newStore(&natsKV{js: js}) }
+func New(js jetstream.JetStream) *Store { return newStore(newNatsKV(js)) }
 
 func newStore(kv kv) *Store { return &Store{kv: &chunked{kv: kv}} }
 

@@ -39,6 +39,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	if err := kvAgreedAtStart(ctx, cfg, kvLocker, c.nats.conn.IsConnected()); err != nil {
 		return nil, err
 	}
+	records := lockBackends(js)
 	clusters := map[string]*handlers.Cluster{}
 	lockSessions := map[string]*locks.Session{} // cluster: the ZooKeeper session its lock needs
 	for _, kc := range c.clusters {
@@ -50,7 +51,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		if kc.zk != nil {
 			sess, hc.ZK, hc.Chroot = kc.zk.sess, kc.zk.sess, kc.zk.chroot
 		}
-		agreed := &agreedBackend{js: js, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
+		agreed := &agreedBackend{records: records, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
 		hc.Locker = agreed
 		clusters[hc.Name] = hc
 		if c.nats.conn.IsConnected() { // else the first lock of the cluster checks

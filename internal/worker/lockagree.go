@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
@@ -34,6 +35,13 @@ func lockLocation(cfg *config.Config, cluster string) string {
 	return "zookeeper " + strings.Join(servers, ",") + " " + cfg.Lock.Root
 }
 
+// lockBackends is the bucket of the fleet's lock locations (events.LockBackendsBucket),
+// bound on first use.
+func lockBackends(js jetstream.JetStream) *kvbucket.Bucket {
+	return kvbucket.New(js, jetstream.KeyValueConfig{Bucket: events.LockBackendsBucket, History: 1,
+		Description: "where the kafkamender fleet keeps each cluster's lock (key = cluster)"})
+}
+
 // errLockMismatch is a permanent refusal: the fleet keeps the lock elsewhere.
 var errLockMismatch = errors.New("lock location mismatch")
 
@@ -50,7 +58,7 @@ var errLockMismatch = errors.New("lock location mismatch")
 // delete the record (nats kv del KAFKAMENDER_LOCK_BACKENDS <cluster>).
 type agreedBackend struct {
 	locks.Backend
-	js       jetstream.JetStream
+	records  *kvbucket.Bucket // lockBackends
 	cluster  string
 	location string
 
@@ -73,10 +81,9 @@ func (a *agreedBackend) check(ctx context.Context) error {
 	if a.agreed {
 		return nil
 	}
-	kv, err := a.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.LockBackendsBucket, History: 1,
-		Description: "where the kafkamender fleet keeps each cluster's lock (key = cluster)"})
+	kv, err := a.records.KeyValue(ctx)
 	if err != nil {
-		return retry.Transient(fmt.Errorf("cluster %s: read the fleet's lock locations: %w", a.cluster, err))
+		return fmt.Errorf("cluster %s: read the fleet's lock locations: %w", a.cluster, err)
 	}
 	_, err = kv.Create(ctx, a.cluster, []byte(a.location))
 	switch {
