@@ -22,7 +22,10 @@ func TestLoadValidExample(t *testing.T) {
 		HTTP:             HTTP{Listen: "127.0.0.1:8080"},
 		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
-		Alertmanager:     Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager"},
+		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 4, ForeignWait: time.Minute,
+			ThrottleSettle: 2 * time.Second},
+		LogDir:       LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
+		Alertmanager: Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager"},
 		Lock: Lock{
 			Backend:        LockZooKeeper,
 			ZooKeeper:      "127.0.0.1:2181",

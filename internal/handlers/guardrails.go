@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,39 +14,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
-
-// GuardrailOptions are the limits every event must stay within (the configuration's
-// guardrails; docs/repairs.md#guardrails). Zero values: no limit.
-type GuardrailOptions struct {
-	// ProtectedTopics are RE2 regular expressions of topics never to change.
-	ProtectedTopics []string
-	// MaxPartitionsPerEvent caps the partitions one plan changes; 0: no cap.
-	MaxPartitionsPerEvent int
-	// MaxOperationsPerHour caps the operations that write to one cluster within an hour,
-	// across the fleet (events.GuardrailsBucket); 0: no cap, and nothing is recorded.
-	MaxOperationsPerHour int
-	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it; a
-	// type not listed may come from any source.
-	AllowedSources map[string][]string
-}
-
-// clone is a deep copy: the handlers' configuration never shares the caller's lists.
-func (o GuardrailOptions) clone() GuardrailOptions {
-	o.ProtectedTopics = slices.Clone(o.ProtectedTopics)
-	if o.AllowedSources != nil {
-		m := make(map[string][]string, len(o.AllowedSources))
-		for typ, list := range o.AllowedSources {
-			m[typ] = slices.Clone(list)
-		}
-		o.AllowedSources = m
-	}
-	return o
-}
-
-func newRules(o GuardrailOptions) (*guardrails.Rules, error) {
-	return guardrails.New(guardrails.Limits{ProtectedTopics: o.ProtectedTopics, MaxPartitionsPerEvent: o.MaxPartitionsPerEvent,
-		MaxOperationsPerHour: o.MaxOperationsPerHour, AllowedSources: o.AllowedSources})
-}
 
 // namedTopics are the topics an event names explicitly: replica-change-requested's and
 // logdir-move-requested's topic, broker-overloaded's topics.
@@ -96,7 +62,8 @@ func (h *Handlers) protected() plan.Protected {
 }
 
 // opLog keeps, per cluster, the operations that wrote to it within the last hour, for the
-// whole fleet (events.GuardrailsBucket), and refuses those over guardrails.max_operations_per_hour.
+// whole fleet (events.GuardrailsBucket), and refuses those over
+// guardrails.max_operations_per_hour.
 type opLog struct {
 	bucket *kvbucket.Bucket
 	limit  int              // 0: no cap, nothing recorded

@@ -312,7 +312,7 @@ func TestOpLogFleetWide(t *testing.T) {
 
 // guarded is a Handlers with guardrails on an in-process nats-server and one cluster,
 // "local", without a Kafka client: enough for everything before the cluster is read.
-func guarded(t *testing.T, g GuardrailOptions) (*Handlers, jetstream.JetStream) {
+func guarded(t *testing.T, g guardrails.Limits) (*Handlers, jetstream.JetStream) {
 	t.Helper()
 	js := natsJS(t)
 	h, err := New(Config{Clusters: map[string]*Cluster{"local": {Name: "local"}}, JS: js, Guardrails: g})
@@ -322,7 +322,7 @@ func guarded(t *testing.T, g GuardrailOptions) (*Handlers, jetstream.JetStream) 
 	return h, js
 }
 
-var testGuardrails = GuardrailOptions{
+var testGuardrails = guardrails.Limits{
 	ProtectedTopics:       []string{"^protected-", "^__consumer_offsets$"},
 	MaxPartitionsPerEvent: 2,
 	MaxOperationsPerHour:  1,
@@ -453,7 +453,7 @@ func TestAbsorberLeavesRefusedEventsToRun(t *testing.T) {
 // The handlers keep their own copy of the guardrails, and refuse bad ones.
 func TestNewGuardrails(t *testing.T) {
 	js := natsJS(t)
-	g := GuardrailOptions{ProtectedTopics: []string{"^p-"}, AllowedSources: map[string][]string{events.TypeBrokerOverloaded: {"alertmanager"}}}
+	g := guardrails.Limits{ProtectedTopics: []string{"^p-"}, AllowedSources: map[string][]string{events.TypeBrokerOverloaded: {"alertmanager"}}}
 	h, err := New(Config{JS: js, Guardrails: g})
 	if err != nil {
 		t.Fatal(err)
@@ -466,7 +466,7 @@ func TestNewGuardrails(t *testing.T) {
 	if h.cfg.Guardrails.ProtectedTopics[0] != "^p-" || h.cfg.Guardrails.AllowedSources[events.TypeBrokerOverloaded][0] != "alertmanager" {
 		t.Error("the handlers' configuration shares the caller's lists")
 	}
-	_, err = New(Config{JS: js, Guardrails: GuardrailOptions{ProtectedTopics: []string{"a("}}})
+	_, err = New(Config{JS: js, Guardrails: guardrails.Limits{ProtectedTopics: []string{"a("}}})
 	if err == nil || !strings.Contains(err.Error(), `guardrails.protected_topics[0]: "a(": error parsing regexp`) {
 		t.Errorf("New with a bad pattern: %v", err)
 	}
@@ -502,7 +502,7 @@ func TestLogDirSummaryWithProtectedReplicas(t *testing.T) {
 // one, the same request only. A shed of one topic does not silence the next alert for the
 // whole broker.
 func TestCoolDownHoldsBackWhatTheShedCovers(t *testing.T) {
-	h, _ := guarded(t, GuardrailOptions{})
+	h, _ := guarded(t, guardrails.Limits{})
 	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)

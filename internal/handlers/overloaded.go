@@ -41,7 +41,7 @@ func (h *Handlers) newOverloaded(ctx context.Context, c *Cluster, ev *events.Eve
 	if err != nil {
 		return nil, err
 	}
-	return &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatch), req: req, ev: ev, kv: kv, log: log}, nil
+	return &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatchSize), req: req, ev: ev, kv: kv, log: log}, nil
 }
 
 // Plan reads every topic (balance is cluster-wide) and plans the shed, away from brokers

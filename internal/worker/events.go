@@ -79,19 +79,15 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		agreed.Backend = locks.ZK(lk)
 		lockSessions[kc.cfg.Name] = sess
 	}
-	bo, rf, g := cfg.BrokerOverloaded, cfg.ReplicationFactor, cfg.Guardrails
 	h, err := handlers.New(handlers.Config{
-		Clusters: clusters,
-		JS:       js,
-		Logger:   w.logger.Named("handlers"),
-		Metrics:  w.metrics,
-		RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
-			ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal, ThrottleSettle: rf.ThrottleSettle},
-		LogDir: handlers.LogDirOptions{Throttle: cfg.LogDir.ThrottleBytesPerSec, Timeout: cfg.LogDir.Timeout,
-			Tolerance: cfg.LogDir.Tolerance},
-		Overloaded: handlers.OverloadedOptions{CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
-		Guardrails: handlers.GuardrailOptions{ProtectedTopics: g.ProtectedTopics, MaxPartitionsPerEvent: g.MaxPartitionsPerEvent,
-			MaxOperationsPerHour: g.MaxOperationsPerHour, AllowedSources: g.AllowedSources},
+		Clusters:   clusters,
+		JS:         js,
+		Logger:     w.logger.Named("handlers"),
+		Metrics:    w.metrics,
+		RF:         cfg.ReplicationFactor,
+		LogDir:     cfg.LogDir,
+		Overloaded: cfg.BrokerOverloaded,
+		Guardrails: cfg.Guardrails,
 	})
 	if err != nil {
 		return nil, err
