@@ -456,6 +456,25 @@ clusters:
 			want: []string{"clusters.local.zookeeper: required by strategy zk-nudge"},
 		},
 		{
+			name: "operation tuning out of range",
+			yaml: base + oneCluster + `replication_factor: {throttle_bytes_per_sec: -5, timeout: -1s, max_moves_per_broker: -2, foreign_wait: -3m, throttle_settle: -1ms}
+logdir: {throttle_bytes_per_sec: -1, timeout: -2h, tolerance: 1.5}
+broker_overloaded: {cool_down: -1s, election_batch_size: -1}
+`,
+			want: []string{
+				"replication_factor.throttle_bytes_per_sec: -5: must not be negative",
+				"replication_factor.timeout: -1s: must not be negative",
+				"replication_factor.max_moves_per_broker: -2: must not be negative",
+				"replication_factor.foreign_wait: -3m0s: must not be negative",
+				"replication_factor.throttle_settle: -1ms: must not be negative",
+				"logdir.throttle_bytes_per_sec: -1: must not be negative",
+				"logdir.timeout: -2h0m0s: must not be negative",
+				"logdir.tolerance: 1.5: must be at least 0 and less than 1",
+				"broker_overloaded.cool_down: -1s: must not be negative",
+				"broker_overloaded.election_batch_size: -1: must be 0 (one request) or more",
+			},
+		},
+		{
 			name: "alertmanager rules",
 			yaml: base + oneCluster + `alertmanager:
   max_bytes: -1

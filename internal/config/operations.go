@@ -10,6 +10,13 @@ import (
 // validation. Each SetDefaults fills what is unset, for the configuration and for the
 // handlers built without one (tests).
 
+// notNegative adds a problem with the field at path when v is negative.
+func notNegative[T int | int64 | time.Duration](p *problems, path string, v T) {
+	if v < 0 {
+		p.add(path, fmt.Errorf("%v: must not be negative", v))
+	}
+}
+
 // BrokerOverloaded tunes the handling of broker-overloaded events.
 type BrokerOverloaded struct {
 	// CoolDown: another alert for a broker shed less than this ago is a noop that names
@@ -31,9 +38,7 @@ func (o *BrokerOverloaded) SetDefaults() {
 }
 
 func (o *BrokerOverloaded) validate(p *problems) {
-	if o.CoolDown < 0 {
-		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", o.CoolDown))
-	}
+	notNegative(p, "broker_overloaded.cool_down", o.CoolDown)
 	if o.ElectionBatchSize < 0 {
 		p.add("broker_overloaded.election_batch_size", fmt.Errorf("%d: must be 0 (one request) or more", o.ElectionBatchSize))
 	}
@@ -78,21 +83,11 @@ func (o *ReplicationFactor) SetDefaults() {
 }
 
 func (o *ReplicationFactor) validate(p *problems) {
-	if o.ThrottleBytesPerSec < 0 {
-		p.add("replication_factor.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", o.ThrottleBytesPerSec))
-	}
-	if o.Timeout < 0 {
-		p.add("replication_factor.timeout", fmt.Errorf("%s: must not be negative", o.Timeout))
-	}
-	if o.MaxMovesPerBroker < 0 {
-		p.add("replication_factor.max_moves_per_broker", fmt.Errorf("%d: must not be negative", o.MaxMovesPerBroker))
-	}
-	if o.ForeignWait < 0 {
-		p.add("replication_factor.foreign_wait", fmt.Errorf("%s: must not be negative", o.ForeignWait))
-	}
-	if o.ThrottleSettle < 0 {
-		p.add("replication_factor.throttle_settle", fmt.Errorf("%s: must not be negative", o.ThrottleSettle))
-	}
+	notNegative(p, "replication_factor.throttle_bytes_per_sec", o.ThrottleBytesPerSec)
+	notNegative(p, "replication_factor.timeout", o.Timeout)
+	notNegative(p, "replication_factor.max_moves_per_broker", o.MaxMovesPerBroker)
+	notNegative(p, "replication_factor.foreign_wait", o.ForeignWait)
+	notNegative(p, "replication_factor.throttle_settle", o.ThrottleSettle)
 }
 
 // LogDir tunes moves of replicas between the log directories (disks) of a broker.
@@ -121,12 +116,8 @@ func (o *LogDir) SetDefaults() {
 }
 
 func (o *LogDir) validate(p *problems) {
-	if o.ThrottleBytesPerSec < 0 {
-		p.add("logdir.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", o.ThrottleBytesPerSec))
-	}
-	if o.Timeout < 0 {
-		p.add("logdir.timeout", fmt.Errorf("%s: must not be negative", o.Timeout))
-	}
+	notNegative(p, "logdir.throttle_bytes_per_sec", o.ThrottleBytesPerSec)
+	notNegative(p, "logdir.timeout", o.Timeout)
 	if t := o.Tolerance; t != nil && (*t < 0 || *t >= 1) {
 		p.add("logdir.tolerance", fmt.Errorf("%g: must be at least 0 and less than 1", *t))
 	}

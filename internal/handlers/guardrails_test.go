@@ -31,15 +31,7 @@ import (
 // also under -short. The integration tests with a real cluster are in
 // guardrails_stack_test.go.
 
-func natsJS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	_, nc := testenv.InProcessNATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
+func natsJS(t *testing.T) jetstream.JetStream { return testenv.InProcessJetStream(t) }
 
 // clock is a fake clock the test moves.
 type clock struct{ now time.Time }

@@ -14,16 +14,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
-func natsJS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	_, nc := testenv.InProcessNATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
-
 func ttlOf(t *testing.T, js jetstream.JetStream, bucket string) time.Duration {
 	t.Helper()
 	kv, err := js.KeyValue(t.Context(), bucket)
@@ -40,7 +30,7 @@ func ttlOf(t *testing.T, js jetstream.JetStream, bucket string) time.Duration {
 // Nothing is created before the first use; concurrent first uses share one bucket, created
 // with the configuration given.
 func TestBindsOnFirstUse(t *testing.T) {
-	js := natsJS(t)
+	js := testenv.InProcessJetStream(t)
 	b := kvbucket.New(js, jetstream.KeyValueConfig{Bucket: "B", Description: "d", TTL: time.Minute, History: 3})
 	if _, err := js.KeyValue(t.Context(), "B"); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Fatalf("bucket before first use: %v, want none", err)
@@ -76,7 +66,7 @@ func TestBindsOnFirstUse(t *testing.T) {
 
 // An existing bucket is updated to the configuration, unless KeepExisting.
 func TestUpdateOrKeep(t *testing.T) {
-	js := natsJS(t)
+	js := testenv.InProcessJetStream(t)
 	for _, name := range []string{"UPDATED", "KEPT"} {
 		if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: name, TTL: time.Hour}); err != nil {
 			t.Fatal(err)
@@ -104,7 +94,7 @@ func TestUpdateOrKeep(t *testing.T) {
 // A failed bind is transient and names the bucket; a check's error comes back as it is;
 // either way the next call binds again.
 func TestFailureBindsAgain(t *testing.T) {
-	js := natsJS(t)
+	js := testenv.InProcessJetStream(t)
 	refuse := errors.New("refused")
 	checks := 0
 	b := kvbucket.New(js, jetstream.KeyValueConfig{Bucket: "B"}, kvbucket.Check(func(context.Context, jetstream.KeyValue) error {
