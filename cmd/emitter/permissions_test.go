@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/model"
@@ -321,7 +322,7 @@ func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
 		t.Errorf("release: %v", err)
 	}
 
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "KAFKAMENDER_OVERLOADED", History: 1, TTL: time.Hour})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.OverloadedBucket, History: 1, TTL: time.Hour})
 	if err != nil {
 		t.Fatalf("cool-down bucket: %v", err)
 	}

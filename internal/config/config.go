@@ -34,7 +34,7 @@ type Config struct {
 	// HTTP listener) to events.
 	Alertmanager Alertmanager `yaml:"alertmanager"`
 	// Guardrails are limits every event must stay within, whatever it asks.
-	Guardrails Guardrails `yaml:"guardrails"`
+	Guardrails guardrails.Limits `yaml:"guardrails"`
 
 	// EnvOverrides names the environment variables that set fields of this configuration
 	// (see [ParseEnv]), sorted; nil when none did, and always from [Parse]. Names only:
@@ -65,70 +65,6 @@ type AlertRule struct {
 	// Fields maps event data fields to the labels their values come from, e.g.
 	// broker: broker_id. A list field takes a comma-separated label value.
 	Fields map[string]string `yaml:"fields"`
-}
-
-// Guardrails are limits every event must stay within, whatever it asks: an event outside
-// one gets a "rejected" result naming the rule, and nothing is changed
-// (docs/repairs.md#guardrails). Zero values mean no limit.
-type Guardrails struct {
-	// ProtectedTopics are RE2 regular expressions: a topic that one of them matches (any
-	// part of its name; anchor with ^ and $) is never changed. An event that names one is
-	// rejected; an operation that picks topics itself skips its partitions ("protected").
-	ProtectedTopics []string `yaml:"protected_topics"`
-	// MaxPartitionsPerEvent caps the partitions one event's plan may change; a plan over it
-	// is rejected whole. 0: no cap.
-	MaxPartitionsPerEvent int `yaml:"max_partitions_per_event"`
-	// MaxOperationsPerHour caps the operations that write to one Kafka cluster within an
-	// hour, across the whole fleet (recorded in NATS key-value). 0: no cap.
-	MaxOperationsPerHour int `yaml:"max_operations_per_hour"`
-	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it
-	// (exact match); a type not listed may come from any source.
-	AllowedSources map[string][]string `yaml:"allowed_sources"`
-}
-
-// LogDir tunes moves of replicas between the log directories (disks) of a broker.
-type LogDir struct {
-	// ThrottleBytesPerSec is the broker's replica.alter.log.dirs.io.max.bytes.per.second
-	// while a move runs, when the event sets none; 0: none.
-	ThrottleBytesPerSec int64 `yaml:"throttle_bytes_per_sec"`
-	// Timeout bounds a move when the event sets none; unfinished copies are then
-	// cancelled. Default 1h.
-	Timeout time.Duration `yaml:"timeout"`
-	// Tolerance is how close a balance leaves the two directories, as a fraction of their
-	// combined size. Default 0.1; must be in [0, 1).
-	Tolerance *float64 `yaml:"tolerance"`
-}
-
-// ReplicationFactor tunes replication-factor changes.
-type ReplicationFactor struct {
-	// ThrottleBytesPerSec is the replication throttle when an event sets none; 0: none.
-	ThrottleBytesPerSec int64 `yaml:"throttle_bytes_per_sec"`
-	// Timeout bounds a change when the event sets none; unfinished copies are then
-	// cancelled. Default 1h.
-	Timeout time.Duration `yaml:"timeout"`
-	// MaxMovesPerBroker caps the partitions copying to one broker at a time. Default 4.
-	MaxMovesPerBroker int `yaml:"max_moves_per_broker"`
-	// ForeignWait is how long to wait for reassignments started by someone else before
-	// failing with their list. Default 1m.
-	ForeignWait time.Duration `yaml:"foreign_wait"`
-	// AllowInternal lets the factor of internal topics (__consumer_offsets, …) change.
-	AllowInternal bool `yaml:"allow_internal_topics"`
-	// ThrottleSettle is the wait between setting throttles and starting the copy: brokers
-	// put throttle configs in force a moment after they show them. Default 2s.
-	ThrottleSettle time.Duration `yaml:"throttle_settle"`
-}
-
-// BrokerOverloaded tunes the handling of broker-overloaded events.
-type BrokerOverloaded struct {
-	// CoolDown: another alert for a broker shed less than this ago is a noop that names
-	// the event that acted. Default 10m.
-	CoolDown time.Duration `yaml:"cool_down"`
-	// ElectionBatchSize caps the partitions of one preferred-election request; 0 (the
-	// default) sends them all in one.
-	ElectionBatchSize int `yaml:"election_batch_size"`
-	// WaitForReassignment waits (up to a minute) for partitions under reassignment
-	// instead of skipping them at once. Default false.
-	WaitForReassignment bool `yaml:"wait_for_reassignment"`
 }
 
 // Worker identifies this worker process.
@@ -305,7 +241,7 @@ const (
 	DefaultLogFormat          = "json"
 	DefaultHTTPListen         = "127.0.0.1:8080"
 	DefaultLockRoot           = "/kafkamender/locks"
-	DefaultLockBucket         = "KAFKAMENDER_LOCKS"
+	DefaultLockBucket         = events.LocksBucket
 	DefaultLockTTL            = 10 * time.Second
 	DefaultNATSConsumer       = "kafkamender-workers"
 	DefaultNATSSubjects       = "kafkamender.events.>"
@@ -446,9 +382,9 @@ func (c *Config) setDefaults() {
 	if c.HTTP.Listen == "" {
 		c.HTTP.Listen = DefaultHTTPListen
 	}
-	if c.BrokerOverloaded.CoolDown == 0 {
-		c.BrokerOverloaded.CoolDown = 10 * time.Minute
-	}
+	c.BrokerOverloaded.SetDefaults()
+	c.ReplicationFactor.SetDefaults()
+	c.LogDir.SetDefaults()
 	if c.NATS.Consumer == "" {
 		c.NATS.Consumer = DefaultNATSConsumer
 	}
@@ -534,38 +470,13 @@ func (c *Config) problems() problems {
 	}
 	c.NATS.validateSecurity(&p)
 
-	if c.ReplicationFactor.ThrottleBytesPerSec < 0 {
-		p.add("replication_factor.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", c.ReplicationFactor.ThrottleBytesPerSec))
-	}
-	if c.ReplicationFactor.Timeout < 0 {
-		p.add("replication_factor.timeout", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.Timeout))
-	}
-	if c.ReplicationFactor.MaxMovesPerBroker < 0 {
-		p.add("replication_factor.max_moves_per_broker", fmt.Errorf("%d: must not be negative", c.ReplicationFactor.MaxMovesPerBroker))
-	}
-	if c.ReplicationFactor.ForeignWait < 0 {
-		p.add("replication_factor.foreign_wait", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.ForeignWait))
-	}
-	if c.ReplicationFactor.ThrottleSettle < 0 {
-		p.add("replication_factor.throttle_settle", fmt.Errorf("%s: must not be negative", c.ReplicationFactor.ThrottleSettle))
-	}
-	if c.LogDir.ThrottleBytesPerSec < 0 {
-		p.add("logdir.throttle_bytes_per_sec", fmt.Errorf("%d: must not be negative", c.LogDir.ThrottleBytesPerSec))
-	}
-	if c.LogDir.Timeout < 0 {
-		p.add("logdir.timeout", fmt.Errorf("%s: must not be negative", c.LogDir.Timeout))
-	}
-	if t := c.LogDir.Tolerance; t != nil && (*t < 0 || *t >= 1) {
-		p.add("logdir.tolerance", fmt.Errorf("%g: must be at least 0 and less than 1", *t))
-	}
+	c.ReplicationFactor.validate(&p)
+	c.LogDir.validate(&p)
 	c.Alertmanager.validate(&p)
-	c.Guardrails.validate(&p)
-	if c.BrokerOverloaded.CoolDown < 0 {
-		p.add("broker_overloaded.cool_down", fmt.Errorf("%s: must not be negative", c.BrokerOverloaded.CoolDown))
+	for _, g := range c.Guardrails.Problems() {
+		p.add(g.Field, g.Err)
 	}
-	if c.BrokerOverloaded.ElectionBatchSize < 0 {
-		p.add("broker_overloaded.election_batch_size", fmt.Errorf("%d: must be 0 (one request) or more", c.BrokerOverloaded.ElectionBatchSize))
-	}
+	c.BrokerOverloaded.validate(&p)
 	if !validConsumerName(c.NATS.Consumer) {
 		p.add("nats.consumer", fmt.Errorf("%q: want letters, digits, '-' or '_'", c.NATS.Consumer))
 	}
@@ -862,36 +773,6 @@ func (a *Alertmanager) validate(p *problems) {
 			}
 			if r.Fields[field] == "" {
 				p.add(path+".fields."+field, errors.New("names no label"))
-			}
-		}
-	}
-}
-
-func (g *Guardrails) validate(p *problems) {
-	for i, pattern := range g.ProtectedTopics {
-		if _, err := guardrails.Compile(pattern); err != nil {
-			p.add(fmt.Sprintf("guardrails.protected_topics[%d]", i), err)
-		}
-	}
-	if g.MaxPartitionsPerEvent < 0 {
-		p.add("guardrails.max_partitions_per_event", fmt.Errorf("%d: must be 0 (no cap) or more", g.MaxPartitionsPerEvent))
-	}
-	if g.MaxOperationsPerHour < 0 {
-		p.add("guardrails.max_operations_per_hour", fmt.Errorf("%d: must be 0 (no cap) or more", g.MaxOperationsPerHour))
-	}
-	for _, typ := range slices.Sorted(maps.Keys(g.AllowedSources)) {
-		path := pathJoin("guardrails.allowed_sources", typ)
-		if !events.KnownType(typ) {
-			p.add(path, fmt.Errorf("unknown event type (want one of %s)", strings.Join(eventTypeNames(), ", ")))
-			continue
-		}
-		sources := g.AllowedSources[typ]
-		if len(sources) == 0 {
-			p.add(path, errors.New("lists no source (leave the type out to allow any source)"))
-		}
-		for i, src := range sources {
-			if src == "" {
-				p.add(fmt.Sprintf("%s[%d]", path, i), errors.New("empty source"))
 			}
 		}
 	}

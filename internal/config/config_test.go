@@ -22,7 +22,10 @@ func TestLoadValidExample(t *testing.T) {
 		HTTP:             HTTP{Listen: "127.0.0.1:8080"},
 		NATS:             NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
-		Alertmanager:     Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager"},
+		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 4, ForeignWait: time.Minute,
+			ThrottleSettle: 2 * time.Second},
+		LogDir:       LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
+		Alertmanager: Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager"},
 		Lock: Lock{
 			Backend:        LockZooKeeper,
 			ZooKeeper:      "127.0.0.1:2181",
@@ -451,6 +454,25 @@ clusters:
     strategy: zk-nudge
 `,
 			want: []string{"clusters.local.zookeeper: required by strategy zk-nudge"},
+		},
+		{
+			name: "operation tuning out of range",
+			yaml: base + oneCluster + `replication_factor: {throttle_bytes_per_sec: -5, timeout: -1s, max_moves_per_broker: -2, foreign_wait: -3m, throttle_settle: -1ms}
+logdir: {throttle_bytes_per_sec: -1, timeout: -2h, tolerance: 1.5}
+broker_overloaded: {cool_down: -1s, election_batch_size: -1}
+`,
+			want: []string{
+				"replication_factor.throttle_bytes_per_sec: -5: must not be negative",
+				"replication_factor.timeout: -1s: must not be negative",
+				"replication_factor.max_moves_per_broker: -2: must not be negative",
+				"replication_factor.foreign_wait: -3m0s: must not be negative",
+				"replication_factor.throttle_settle: -1ms: must not be negative",
+				"logdir.throttle_bytes_per_sec: -1: must not be negative",
+				"logdir.timeout: -2h0m0s: must not be negative",
+				"logdir.tolerance: 1.5: must be at least 0 and less than 1",
+				"broker_overloaded.cool_down: -1s: must not be negative",
+				"broker_overloaded.election_batch_size: -1: must be 0 (one request) or more",
+			},
 		},
 		{
 			name: "alertmanager rules",

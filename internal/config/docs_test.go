@@ -140,16 +140,6 @@ alertmanager: {rules: [{alertname: A, type: broker-overloaded}]}
 		"nats.url":  true, "lock.zookeeper": true, "clusters": true, "clusters.<name>.bootstrap_servers": true,
 		"alertmanager.rules": true, "alertmanager.rules[].alertname": true, "alertmanager.rules[].type": true,
 	}
-	// Defaults applied outside this package, which setDefaults leaves zero.
-	appliedElsewhere := map[string]string{
-		"replication_factor.timeout":              "internal/handlers RFOptions",
-		"replication_factor.max_moves_per_broker": "internal/handlers RFOptions",
-		"replication_factor.foreign_wait":         "internal/handlers RFOptions",
-		"replication_factor.throttle_settle":      "internal/handlers RFOptions",
-		"logdir.timeout":                          "internal/handlers LogDirOptions",
-		"logdir.tolerance":                        "internal/handlers LogDirOptions",
-	}
-
 	cfg, err := Parse([]byte(minimal))
 	if err != nil {
 		t.Fatal(err)
@@ -166,10 +156,6 @@ alertmanager: {rules: [{alertname: A, type: broker-overloaded}]}
 		stated, isValue := strings.CutPrefix(r.def, "`")
 		switch {
 		case skip[r.path]:
-		case appliedElsewhere[r.path] != "":
-			if !v.IsZero() {
-				t.Errorf("%s:%d: `%s`: setDefaults now sets %v; check the stated default %s and drop it from appliedElsewhere", docPath, r.line, r.path, v, r.def)
-			}
 		case isValue:
 			stated, _, _ = strings.Cut(stated, "`")
 			want := reflect.New(v.Type())

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkamender/kafkamender/internal/guardrails"
 )
 
 // envBase is a valid configuration with two clusters; the cases below add variables.
@@ -66,7 +68,7 @@ func TestParseEnv(t *testing.T) {
 			got: func(c *Config) any {
 				return []int64{int64(c.NATS.MaxAttempts), c.Alertmanager.MaxBytes, int64(c.ReplicationFactor.MaxMovesPerBroker)}
 			},
-			want: []int64{3, 2048, 0},
+			want: []int64{3, 2048, 4}, // -0 is 0: the default
 		},
 		{
 			name:    "booleans",
@@ -123,7 +125,7 @@ func TestParseEnv(t *testing.T) {
 				"KAFKAMENDER_GUARDRAILS_MAX_OPERATIONS_PER_HOUR=5"},
 			applied: []string{"KAFKAMENDER_GUARDRAILS_MAX_OPERATIONS_PER_HOUR", "KAFKAMENDER_GUARDRAILS_MAX_PARTITIONS_PER_EVENT", "KAFKAMENDER_GUARDRAILS_PROTECTED_TOPICS"},
 			got:     func(c *Config) any { return c.Guardrails },
-			want: Guardrails{ProtectedTopics: []string{"^protected-", "^__consumer_offsets$"}, MaxPartitionsPerEvent: 10, MaxOperationsPerHour: 5,
+			want: guardrails.Limits{ProtectedTopics: []string{"^protected-", "^__consumer_offsets$"}, MaxPartitionsPerEvent: 10, MaxOperationsPerHour: 5,
 				AllowedSources: map[string][]string{"broker-overloaded": {"alertmanager"}}},
 		},
 		{

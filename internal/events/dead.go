@@ -8,7 +8,6 @@ package events
 const (
 	DeadSubjectPrefix = "kafkamender.dead"
 	DeadSubjects      = DeadSubjectPrefix + ".>"
-	DeadStream        = "KAFKAMENDER_DEAD"
 	// DeadUnknownCluster is the last subject token of a dead letter whose cluster could not
 	// be read from the event.
 	DeadUnknownCluster = "_unknown"

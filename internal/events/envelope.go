@@ -12,15 +12,12 @@ import (
 	"time"
 )
 
-// Names of the NATS subjects and streams of the event contract.
+// Names of the NATS subjects of the event contract (its stream: names.go).
 const (
 	// EventsSubjectPrefix is the first two tokens of every event subject.
 	EventsSubjectPrefix = "kafkamender.events"
 	// EventsSubjects is the wildcard that captures every event subject.
 	EventsSubjects = EventsSubjectPrefix + ".>"
-	// EventsStream is the JetStream stream, created by the workers, that
-	// stores the events until a worker has handled them.
-	EventsStream = "KAFKAMENDER_EVENTS"
 )
 
 // CloudEvents constants used by the envelope.

@@ -8,11 +8,10 @@ import (
 	"unicode/utf8"
 )
 
-// Subjects and streams of results and progress.
+// Subjects of results and progress (their stream: names.go).
 const (
 	ResultsSubjectPrefix  = "kafkamender.results"
 	ResultsSubjects       = ResultsSubjectPrefix + ".>"
-	ResultsStream         = "KAFKAMENDER_RESULTS"
 	ProgressSubjectPrefix = "kafkamender.progress"
 )
 

@@ -14,11 +14,15 @@ package guardrails
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafkamender/kafkamender/internal/events"
 )
 
 // The rules, named as in the configuration: a [Violation] names the one that refused.
@@ -44,19 +48,91 @@ func (v *Violation) Error() string { return v.Rule + ": " + v.Reason }
 // operation.IsRejection).
 func (v *Violation) Rejection() bool { return true }
 
-// Limits are the guardrails as configured. Zero values mean no limit.
+// Limits are the guardrails as configured: the configuration's guardrails section
+// (internal/config decodes it; docs/configuration.md documents each key), which the
+// handlers take as it is. An event outside one gets a "rejected" result naming the rule,
+// and nothing is changed (docs/repairs.md#guardrails). Zero values mean no limit.
 type Limits struct {
 	// ProtectedTopics are RE2 regular expressions: a topic that one of them matches (any
-	// part of its name) is never changed.
-	ProtectedTopics []string
-	// MaxPartitionsPerEvent caps the partitions one plan may change; 0: no cap.
-	MaxPartitionsPerEvent int
-	// MaxOperationsPerHour caps the operations that write to one cluster within an hour,
-	// across the fleet; 0: no cap.
-	MaxOperationsPerHour int
-	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it; a
-	// type not listed may come from any source.
-	AllowedSources map[string][]string
+	// part of its name; anchor with ^ and $) is never changed. An event that names one is
+	// rejected; an operation that picks topics itself skips its partitions ("protected").
+	ProtectedTopics []string `yaml:"protected_topics"`
+	// MaxPartitionsPerEvent caps the partitions one event's plan may change; a plan over it
+	// is rejected whole. 0: no cap.
+	MaxPartitionsPerEvent int `yaml:"max_partitions_per_event"`
+	// MaxOperationsPerHour caps the operations that write to one Kafka cluster within an
+	// hour, across the whole fleet (recorded in NATS key-value); 0: no cap, and nothing is
+	// recorded.
+	MaxOperationsPerHour int `yaml:"max_operations_per_hour"`
+	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it
+	// (exact match); a type not listed may come from any source.
+	AllowedSources map[string][]string `yaml:"allowed_sources"`
+}
+
+// Clone is a deep copy: its lists are not the original's.
+func (l Limits) Clone() Limits {
+	l.ProtectedTopics = slices.Clone(l.ProtectedTopics)
+	if l.AllowedSources != nil {
+		m := make(map[string][]string, len(l.AllowedSources))
+		for typ, list := range l.AllowedSources {
+			m[typ] = slices.Clone(list)
+		}
+		l.AllowedSources = m
+	}
+	return l
+}
+
+// Problem is what is wrong with one field of Limits: Field is its path in the
+// configuration (guardrails.protected_topics[1]).
+type Problem struct {
+	Field string
+	Err   error
+}
+
+// Problems lists what is wrong with l, field by field, in the order of the fields (the
+// configuration's validation reports them; New refuses them).
+func (l Limits) Problems() []Problem {
+	var out []Problem
+	add := func(field string, err error) { out = append(out, Problem{Field: field, Err: err}) }
+	for i, pattern := range l.ProtectedTopics {
+		if _, err := Compile(pattern); err != nil {
+			add(fmt.Sprintf("%s[%d]", RuleProtectedTopics, i), err)
+		}
+	}
+	if l.MaxPartitionsPerEvent < 0 {
+		add(RuleMaxPartitions, fmt.Errorf("%d: must be 0 (no cap) or more", l.MaxPartitionsPerEvent))
+	}
+	if l.MaxOperationsPerHour < 0 {
+		add(RuleMaxOperations, fmt.Errorf("%d: must be 0 (no cap) or more", l.MaxOperationsPerHour))
+	}
+	for _, typ := range slices.Sorted(maps.Keys(l.AllowedSources)) {
+		field := RuleAllowedSources + "." + typ
+		if !events.ValidToken(typ) {
+			field = RuleAllowedSources + "." + strconv.Quote(typ)
+		}
+		if !events.KnownType(typ) {
+			add(field, fmt.Errorf("unknown event type (want one of %s)", strings.Join(typeNames(), ", ")))
+			continue
+		}
+		sources := l.AllowedSources[typ]
+		if len(sources) == 0 {
+			add(field, errors.New("lists no source (leave the type out to allow any source)"))
+		}
+		for i, src := range sources {
+			if src == "" {
+				add(fmt.Sprintf("%s[%d]", field, i), errors.New("empty source"))
+			}
+		}
+	}
+	return out
+}
+
+func typeNames() []string {
+	var out []string
+	for _, t := range events.Types() {
+		out = append(out, t.Name)
+	}
+	return out
 }
 
 // Rules are compiled Limits. They never change after New, so they are safe for concurrent
@@ -81,30 +157,23 @@ func Compile(pattern string) (*regexp.Regexp, error) {
 	return nil, fmt.Errorf("%q: %v", pattern, err)
 }
 
-// New compiles l. Its errors name the field, as the configuration's validation does (which
-// refuses them first).
+// New compiles l, or refuses it with its Problems, each prefixed with its field, as the
+// configuration's validation (which refuses them first) reports them.
 func New(l Limits) (*Rules, error) {
-	r := &Rules{maxPartitions: l.MaxPartitionsPerEvent, maxOperations: l.MaxOperationsPerHour, sources: map[string][]string{}}
 	var errs []error
-	for i, p := range l.ProtectedTopics {
-		re, err := Compile(p)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s[%d]: %w", RuleProtectedTopics, i, err))
-			continue
-		}
-		r.protected = append(r.protected, re)
-	}
-	if l.MaxPartitionsPerEvent < 0 {
-		errs = append(errs, fmt.Errorf("%s: %d: must not be negative", RuleMaxPartitions, l.MaxPartitionsPerEvent))
-	}
-	if l.MaxOperationsPerHour < 0 {
-		errs = append(errs, fmt.Errorf("%s: %d: must not be negative", RuleMaxOperations, l.MaxOperationsPerHour))
-	}
-	for typ, list := range l.AllowedSources {
-		r.sources[typ] = slices.Clone(list)
+	for _, p := range l.Problems() {
+		errs = append(errs, fmt.Errorf("%s: %w", p.Field, p.Err))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	r := &Rules{maxPartitions: l.MaxPartitionsPerEvent, maxOperations: l.MaxOperationsPerHour, sources: map[string][]string{}}
+	for _, p := range l.ProtectedTopics {
+		re, _ := Compile(p) // Problems compiled it
+		r.protected = append(r.protected, re)
+	}
+	for typ, list := range l.AllowedSources {
+		r.sources[typ] = slices.Clone(list)
 	}
 	return r, nil
 }

@@ -58,8 +58,17 @@ func TestNew(t *testing.T) {
 			name: "negative caps",
 			l:    Limits{MaxPartitionsPerEvent: -1, MaxOperationsPerHour: -2},
 			want: []string{
-				"guardrails.max_partitions_per_event: -1: must not be negative",
-				"guardrails.max_operations_per_hour: -2: must not be negative",
+				"guardrails.max_partitions_per_event: -1: must be 0 (no cap) or more",
+				"guardrails.max_operations_per_hour: -2: must be 0 (no cap) or more",
+			},
+		},
+		{
+			name: "allow-lists: unknown type, no source, empty source",
+			l:    Limits{AllowedSources: map[string][]string{"broker-overload": {"a"}, "broker-overloaded": {"a", ""}, "replica-change-requested": {}}},
+			want: []string{
+				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested)",
+				"guardrails.allowed_sources.broker-overloaded[1]: empty source",
+				"guardrails.allowed_sources.replica-change-requested: lists no source (leave the type out to allow any source)",
 			},
 		},
 	} {

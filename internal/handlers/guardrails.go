@@ -5,55 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
-
-// GuardrailsBucket is the JetStream key-value bucket of guardrails.max_operations_per_hour,
-// created by the workers: key = cluster, value = the JSON list of the operations that began
-// writing to the cluster within the last hour, [{"event":…,"at":…}], oldest first. A key
-// expires an hour after its last write, when everything it lists is older than an hour.
-const GuardrailsBucket = "KAFKAMENDER_GUARDRAILS"
-
-// GuardrailOptions are the limits every event must stay within (the configuration's
-// guardrails; docs/repairs.md#guardrails). Zero values: no limit.
-type GuardrailOptions struct {
-	// ProtectedTopics are RE2 regular expressions of topics never to change.
-	ProtectedTopics []string
-	// MaxPartitionsPerEvent caps the partitions one plan changes; 0: no cap.
-	MaxPartitionsPerEvent int
-	// MaxOperationsPerHour caps the operations that write to one cluster within an hour,
-	// across the fleet (GuardrailsBucket); 0: no cap, and nothing is recorded.
-	MaxOperationsPerHour int
-	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it; a
-	// type not listed may come from any source.
-	AllowedSources map[string][]string
-}
-
-// clone is a deep copy: the handlers' configuration never shares the caller's lists.
-func (o GuardrailOptions) clone() GuardrailOptions {
-	o.ProtectedTopics = slices.Clone(o.ProtectedTopics)
-	if o.AllowedSources != nil {
-		m := make(map[string][]string, len(o.AllowedSources))
-		for typ, list := range o.AllowedSources {
-			m[typ] = slices.Clone(list)
-		}
-		o.AllowedSources = m
-	}
-	return o
-}
-
-func newRules(o GuardrailOptions) (*guardrails.Rules, error) {
-	return guardrails.New(guardrails.Limits{ProtectedTopics: o.ProtectedTopics, MaxPartitionsPerEvent: o.MaxPartitionsPerEvent,
-		MaxOperationsPerHour: o.MaxOperationsPerHour, AllowedSources: o.AllowedSources})
-}
 
 // namedTopics are the topics an event names explicitly: replica-change-requested's and
 // logdir-move-requested's topic, broker-overloaded's topics.
@@ -88,7 +48,7 @@ func (h *Handlers) Refuses(ev *events.Event) error { return h.refuses(ev) }
 func (h *Handlers) Partitions(n int) error { return h.guard.Partitions(n) }
 
 // Count implements operation.Guard: guardrails.max_operations_per_hour, counted across the
-// fleet (GuardrailsBucket).
+// fleet (events.GuardrailsBucket).
 func (h *Handlers) Count(ctx context.Context, alive func() error, ev *events.Event) error {
 	return h.ops.count(ctx, alive, ev.Cluster, ev.ID)
 }
@@ -102,39 +62,27 @@ func (h *Handlers) protected() plan.Protected {
 }
 
 // opLog keeps, per cluster, the operations that wrote to it within the last hour, for the
-// whole fleet (GuardrailsBucket), and refuses those over guardrails.max_operations_per_hour.
+// whole fleet (events.GuardrailsBucket), and refuses those over
+// guardrails.max_operations_per_hour.
 type opLog struct {
-	js    jetstream.JetStream
-	limit int              // 0: no cap, nothing recorded
-	now   func() time.Time // the clock of the records
+	bucket *kvbucket.Bucket
+	limit  int              // 0: no cap, nothing recorded
+	now    func() time.Time // the clock of the records
+}
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
+func newOpLog(js jetstream.JetStream, limit int, now func() time.Time) *opLog {
+	return &opLog{limit: limit, now: now, bucket: kvbucket.New(js, jetstream.KeyValueConfig{
+		Bucket:      events.GuardrailsBucket,
+		Description: "operations that wrote to each Kafka cluster within the last hour: guardrails.max_operations_per_hour",
+		TTL:         guardrails.Window,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})}
 }
 
 // conflictRetries bounds the rereads of a record that changed between our read and our
 // write.
 const conflictRetries = 5
-
-func (o *opLog) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.kv != nil {
-		return o.kv, nil
-	}
-	kv, err := o.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      GuardrailsBucket,
-		Description: "operations that wrote to each Kafka cluster within the last hour: guardrails.max_operations_per_hour",
-		TTL:         guardrails.Window,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, transient(fmt.Errorf("key-value bucket %s: %w", GuardrailsBucket, err))
-	}
-	o.kv = kv
-	return kv, nil
-}
 
 // read returns the record of cluster and its revision (0: none).
 func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string) ([]guardrails.Op, uint64, error) {
@@ -143,7 +91,7 @@ func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string)
 		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, 0, transient(fmt.Errorf("read the operations of cluster %s (%s): %w", cluster, GuardrailsBucket, err))
+		return nil, 0, transient(fmt.Errorf("read the operations of cluster %s (%s): %w", cluster, events.GuardrailsBucket, err))
 	}
 	if e.Operation() != jetstream.KeyValuePut {
 		return nil, 0, nil
@@ -152,7 +100,7 @@ func (o *opLog) read(ctx context.Context, kv jetstream.KeyValue, cluster string)
 	if err := json.Unmarshal(e.Value(), &ops); err != nil {
 		// Refused rather than taken for empty: the cap must not be lost to a bad write. The
 		// key expires an hour after that write at the latest.
-		return nil, 0, transient(fmt.Errorf("decode the operations of cluster %s (%s, revision %d): %w", cluster, GuardrailsBucket, e.Revision(), err))
+		return nil, 0, transient(fmt.Errorf("decode the operations of cluster %s (%s, revision %d): %w", cluster, events.GuardrailsBucket, e.Revision(), err))
 	}
 	return ops, e.Revision(), nil
 }
@@ -168,7 +116,7 @@ func (o *opLog) count(ctx context.Context, alive func() error, cluster, event st
 	if o.limit == 0 {
 		return nil
 	}
-	kv, err := o.bucket(ctx)
+	kv, err := o.bucket.KeyValue(ctx)
 	if err != nil {
 		return err
 	}
@@ -199,8 +147,8 @@ func (o *opLog) count(ctx context.Context, alive func() error, cluster, event st
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // written by someone else since our read
 		default:
-			return transient(fmt.Errorf("record the operation on cluster %s (%s): %w", cluster, GuardrailsBucket, err))
+			return transient(fmt.Errorf("record the operation on cluster %s (%s): %w", cluster, events.GuardrailsBucket, err))
 		}
 	}
-	return transient(fmt.Errorf("record the operation on cluster %s (%s): the record changed under each of %d writes", cluster, GuardrailsBucket, conflictRetries))
+	return transient(fmt.Errorf("record the operation on cluster %s (%s): the record changed under each of %d writes", cluster, events.GuardrailsBucket, conflictRetries))
 }

@@ -47,7 +47,7 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name       string
-		guardrails func(topic string) handlers.GuardrailOptions
+		guardrails func(topic string) guardrails.Limits
 		// first, when set, runs events that pass the guardrails before the refused one.
 		first  func(t *testing.T, s setup)
 		event  func(s setup) *events.Envelope
@@ -56,8 +56,8 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 	}{
 		{
 			name: "preferred leader of a protected topic",
-			guardrails: func(topic string) handlers.GuardrailOptions {
-				return handlers.GuardrailOptions{ProtectedTopics: []string{"^nothing$", only(topic)}}
+			guardrails: func(topic string) guardrails.Limits {
+				return guardrails.Limits{ProtectedTopics: []string{"^nothing$", only(topic)}}
 			},
 			event: func(s setup) *events.Envelope {
 				return s.f.event(events.TypeReplicaChangeRequested, preferred(s, []int{0}))
@@ -68,8 +68,8 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name: "replication factor of a protected topic",
-			guardrails: func(topic string) handlers.GuardrailOptions {
-				return handlers.GuardrailOptions{ProtectedTopics: []string{only(topic)}}
+			guardrails: func(topic string) guardrails.Limits {
+				return guardrails.Limits{ProtectedTopics: []string{only(topic)}}
 			},
 			event: func(s setup) *events.Envelope {
 				return s.f.event(events.TypeReplicaChangeRequested, rcData{"topic": s.topic, "replication_factor": 2})
@@ -80,8 +80,8 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name: "log-dir move of a protected topic",
-			guardrails: func(topic string) handlers.GuardrailOptions {
-				return handlers.GuardrailOptions{ProtectedTopics: []string{only(topic)}}
+			guardrails: func(topic string) guardrails.Limits {
+				return guardrails.Limits{ProtectedTopics: []string{only(topic)}}
 			},
 			event: func(s setup) *events.Envelope {
 				return s.f.event(events.TypeLogDirMoveRequested, map[string]any{"broker": 1, "topic": s.topic, "partition": 0, "to_dir": s.logDir})
@@ -92,8 +92,8 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name: "broker-overloaded naming a protected topic",
-			guardrails: func(topic string) handlers.GuardrailOptions {
-				return handlers.GuardrailOptions{ProtectedTopics: []string{only(topic)}}
+			guardrails: func(topic string) guardrails.Limits {
+				return guardrails.Limits{ProtectedTopics: []string{only(topic)}}
 			},
 			event: func(s setup) *events.Envelope {
 				return s.f.event(events.TypeBrokerOverloaded, map[string]any{"broker": 1, "topics": []string{s.topic}})
@@ -104,7 +104,7 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name:       "a plan over the partition cap",
-			guardrails: func(string) handlers.GuardrailOptions { return handlers.GuardrailOptions{MaxPartitionsPerEvent: 2} },
+			guardrails: func(string) guardrails.Limits { return guardrails.Limits{MaxPartitionsPerEvent: 2} },
 			event:      func(s setup) *events.Envelope { return s.f.event(events.TypeReplicaChangeRequested, preferred(s, nil)) },
 			want: func(setup) *regexp.Regexp {
 				return exactly("guardrails.max_partitions_per_event: the plan changes 3 partitions, over the cap of 2")
@@ -112,7 +112,7 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name:       "a dry run over the partition cap",
-			guardrails: func(string) handlers.GuardrailOptions { return handlers.GuardrailOptions{MaxPartitionsPerEvent: 2} },
+			guardrails: func(string) guardrails.Limits { return guardrails.Limits{MaxPartitionsPerEvent: 2} },
 			event: func(s setup) *events.Envelope {
 				d := preferred(s, nil)
 				d["dry_run"] = true
@@ -124,8 +124,8 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name: "a source not allowed",
-			guardrails: func(string) handlers.GuardrailOptions {
-				return handlers.GuardrailOptions{AllowedSources: map[string][]string{events.TypeReplicaChangeRequested: {"ops-pipeline", "kafkamender-emitter"}}}
+			guardrails: func(string) guardrails.Limits {
+				return guardrails.Limits{AllowedSources: map[string][]string{events.TypeReplicaChangeRequested: {"ops-pipeline", "kafkamender-emitter"}}}
 			},
 			event: func(s setup) *events.Envelope {
 				return s.f.event(events.TypeReplicaChangeRequested, preferred(s, []int{0}))
@@ -137,7 +137,7 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 		},
 		{
 			name:       "an operation over the hourly cap",
-			guardrails: func(string) handlers.GuardrailOptions { return handlers.GuardrailOptions{MaxOperationsPerHour: 1} },
+			guardrails: func(string) guardrails.Limits { return guardrails.Limits{MaxOperationsPerHour: 1} },
 			first: func(t *testing.T, s setup) {
 				// Dry runs neither count nor are refused by the cap; the one operation of the
 				// hour does count.
@@ -233,7 +233,7 @@ func TestGuardrailsShedLeavesProtectedTopics(t *testing.T) {
 			protected, open := testenv.Name(t, "protected"), testenv.Name(t, "open")
 			pattern := only(protected)
 			f.configure = func(c *handlers.Config) {
-				c.Guardrails = handlers.GuardrailOptions{ProtectedTopics: []string{pattern}}
+				c.Guardrails = guardrails.Limits{ProtectedTopics: []string{pattern}}
 			}
 			f.start("worker-1")
 			cl := env.Kafka(t, tc.cluster)
@@ -331,10 +331,10 @@ func dirsOf(t *testing.T, adm *kadm.Client, topic string) map[string]string {
 }
 
 // hourlyRecord lists the events of the fleet's cluster in the hourly record of the
-// guardrails (handlers.GuardrailsBucket), oldest first.
+// guardrails (events.GuardrailsBucket), oldest first.
 func hourlyRecord(t *testing.T, f *fleet) []string {
 	t.Helper()
-	kv, err := f.js.KeyValue(t.Context(), handlers.GuardrailsBucket)
+	kv, err := f.js.KeyValue(t.Context(), events.GuardrailsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}

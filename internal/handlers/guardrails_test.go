@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/operation/operationtest"
@@ -30,15 +31,7 @@ import (
 // also under -short. The integration tests with a real cluster are in
 // guardrails_stack_test.go.
 
-func natsJS(t *testing.T) jetstream.JetStream {
-	t.Helper()
-	_, nc := testenv.InProcessNATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
-}
+func natsJS(t *testing.T) jetstream.JetStream { return testenv.InProcessJetStream(t) }
 
 // clock is a fake clock the test moves.
 type clock struct{ now time.Time }
@@ -53,7 +46,7 @@ func alive() error { return nil }
 // its revision (0: none).
 func record(t *testing.T, js jetstream.JetStream, cluster string) ([]string, uint64) {
 	t.Helper()
-	kv, err := js.KeyValue(t.Context(), GuardrailsBucket)
+	kv, err := js.KeyValue(t.Context(), events.GuardrailsBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, 0
 	}
@@ -85,7 +78,7 @@ func record(t *testing.T, js jetstream.JetStream, cluster string) ([]string, uin
 func TestOpLogHourlyWindow(t *testing.T) {
 	js := natsJS(t)
 	c := &clock{now: base}
-	o := &opLog{js: js, limit: 3, now: c.Now}
+	o := newOpLog(js, 3, c.Now)
 	steps := []struct {
 		at      int // minutes after base
 		cluster string
@@ -133,11 +126,11 @@ func TestOpLogHourlyWindow(t *testing.T) {
 // last write (when all they list is older than the window).
 func TestOpLogBucket(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, limit: 1, now: time.Now}
+	o := newOpLog(js, 1, time.Now)
 	if err := o.count(t.Context(), alive, "local", "a"); err != nil {
 		t.Fatal(err)
 	}
-	kv, err := js.KeyValue(t.Context(), GuardrailsBucket)
+	kv, err := js.KeyValue(t.Context(), events.GuardrailsBucket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,13 +146,13 @@ func TestOpLogBucket(t *testing.T) {
 // Without a cap nothing is recorded: no bucket, no NATS traffic to fail on.
 func TestOpLogWithoutCapRecordsNothing(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, now: time.Now}
+	o := newOpLog(js, 0, time.Now)
 	for _, ev := range []string{"a", "b", "c"} {
 		if err := o.count(t.Context(), alive, "local", ev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := js.KeyValue(t.Context(), events.GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("bucket lookup: %v, want no bucket", err)
 	}
 }
@@ -213,8 +206,8 @@ func TestOpLogRevisionConflicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			js := natsJS(t)
-			o := &opLog{js: js, limit: tc.limit, now: func() time.Time { return base.Add(10 * time.Minute) }}
-			real, err := o.bucket(t.Context())
+			o := newOpLog(js, tc.limit, func() time.Time { return base.Add(10 * time.Minute) })
+			real, err := o.bucket.KeyValue(t.Context())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -222,12 +215,12 @@ func TestOpLogRevisionConflicts(t *testing.T) {
 				put(t, real, tc.before...)
 			}
 			raced := 0
-			o.kv = &racingKV{KeyValue: real, race: func() {
+			o.bucket = kvbucket.Bound(&racingKV{KeyValue: real, race: func() {
 				if raced == 0 || tc.timesUp {
 					put(t, real, tc.racer...)
 				}
 				raced++
-			}}
+			}})
 			err = o.count(t.Context(), alive, "local", "e")
 			switch {
 			case tc.err == "" && err != nil:
@@ -253,7 +246,7 @@ func TestOpLogRevisionConflicts(t *testing.T) {
 // A worker that no longer holds the cluster's lock writes nothing.
 func TestOpLogWritesOnlyUnderTheLock(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, limit: 2, now: time.Now}
+	o := newOpLog(js, 2, time.Now)
 	lost := errors.New("lock lost")
 	err := o.count(t.Context(), func() error { return lost }, "local", "a")
 	if !errors.Is(err, lost) {
@@ -267,8 +260,8 @@ func TestOpLogWritesOnlyUnderTheLock(t *testing.T) {
 // A record that does not decode is not taken for an empty one (the cap would be lost).
 func TestOpLogUndecodableRecord(t *testing.T) {
 	js := natsJS(t)
-	o := &opLog{js: js, limit: 2, now: time.Now}
-	kv, err := o.bucket(t.Context())
+	o := newOpLog(js, 2, time.Now)
+	kv, err := o.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +287,7 @@ func TestOpLogFleetWide(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &opLog{js: js, limit: 2, now: time.Now}
+		return newOpLog(js, 2, time.Now)
 	}
 	w1, w2 := worker(), worker()
 	for i, step := range []struct {
@@ -311,7 +304,7 @@ func TestOpLogFleetWide(t *testing.T) {
 
 // guarded is a Handlers with guardrails on an in-process nats-server and one cluster,
 // "local", without a Kafka client: enough for everything before the cluster is read.
-func guarded(t *testing.T, g GuardrailOptions) (*Handlers, jetstream.JetStream) {
+func guarded(t *testing.T, g guardrails.Limits) (*Handlers, jetstream.JetStream) {
 	t.Helper()
 	js := natsJS(t)
 	h, err := New(Config{Clusters: map[string]*Cluster{"local": {Name: "local"}}, JS: js, Guardrails: g})
@@ -321,7 +314,7 @@ func guarded(t *testing.T, g GuardrailOptions) (*Handlers, jetstream.JetStream) 
 	return h, js
 }
 
-var testGuardrails = GuardrailOptions{
+var testGuardrails = guardrails.Limits{
 	ProtectedTopics:       []string{"^protected-", "^__consumer_offsets$"},
 	MaxPartitionsPerEvent: 2,
 	MaxOperationsPerHour:  1,
@@ -365,7 +358,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Broker 3 was shed within the cool-down: an allowed source would get a noop.
-	kv, err := h.cool.bucket(t.Context())
+	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,7 +405,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 			}
 		})
 	}
-	if _, err := js.KeyValue(t.Context(), GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
+	if _, err := js.KeyValue(t.Context(), events.GuardrailsBucket); !errors.Is(err, jetstream.ErrBucketNotFound) {
 		t.Errorf("a rejected event touched the hourly record: %v", err)
 	}
 }
@@ -422,7 +415,7 @@ func TestHandleRejectsOutsideTheGuardrails(t *testing.T) {
 func TestAbsorberLeavesRefusedEventsToRun(t *testing.T) {
 	h, _ := guarded(t, testGuardrails)
 	done := decoded(t, events.TypeBrokerOverloaded, "alertmanager", map[string]any{"broker": 3})
-	kv, err := h.cool.bucket(t.Context())
+	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -452,7 +445,7 @@ func TestAbsorberLeavesRefusedEventsToRun(t *testing.T) {
 // The handlers keep their own copy of the guardrails, and refuse bad ones.
 func TestNewGuardrails(t *testing.T) {
 	js := natsJS(t)
-	g := GuardrailOptions{ProtectedTopics: []string{"^p-"}, AllowedSources: map[string][]string{events.TypeBrokerOverloaded: {"alertmanager"}}}
+	g := guardrails.Limits{ProtectedTopics: []string{"^p-"}, AllowedSources: map[string][]string{events.TypeBrokerOverloaded: {"alertmanager"}}}
 	h, err := New(Config{JS: js, Guardrails: g})
 	if err != nil {
 		t.Fatal(err)
@@ -465,7 +458,7 @@ func TestNewGuardrails(t *testing.T) {
 	if h.cfg.Guardrails.ProtectedTopics[0] != "^p-" || h.cfg.Guardrails.AllowedSources[events.TypeBrokerOverloaded][0] != "alertmanager" {
 		t.Error("the handlers' configuration shares the caller's lists")
 	}
-	_, err = New(Config{JS: js, Guardrails: GuardrailOptions{ProtectedTopics: []string{"a("}}})
+	_, err = New(Config{JS: js, Guardrails: guardrails.Limits{ProtectedTopics: []string{"a("}}})
 	if err == nil || !strings.Contains(err.Error(), `guardrails.protected_topics[0]: "a(": error parsing regexp`) {
 		t.Errorf("New with a bad pattern: %v", err)
 	}
@@ -501,8 +494,8 @@ func TestLogDirSummaryWithProtectedReplicas(t *testing.T) {
 // one, the same request only. A shed of one topic does not silence the next alert for the
 // whole broker.
 func TestCoolDownHoldsBackWhatTheShedCovers(t *testing.T) {
-	h, _ := guarded(t, GuardrailOptions{})
-	kv, err := h.cool.bucket(t.Context())
+	h, _ := guarded(t, guardrails.Limits{})
+	kv, err := h.cool.bucket.KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,6 +73,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
@@ -112,8 +113,8 @@ func (c *Cluster) reader(caps kafka.Capabilities) kafka.Reader {
 // handlers never change it afterwards, so they are safe for concurrent use.
 type Config struct {
 	Clusters map[string]*Cluster
-	// JS holds the broker-overloaded cool-down records (OverloadedBucket) and the hourly
-	// operation records of the guardrails (GuardrailsBucket). Required.
+	// JS holds the broker-overloaded cool-down records (events.OverloadedBucket) and the
+	// hourly operation records of the guardrails (events.GuardrailsBucket). Required.
 	JS      jetstream.JetStream
 	Logger  *zap.Logger
 	Metrics *metrics.Metrics
@@ -126,26 +127,26 @@ type Config struct {
 	VerifyTimeout time.Duration
 	// ApplyTimeout bounds retries of a reorder or an election. Default 2m.
 	ApplyTimeout time.Duration
-	// RF tunes replication-factor changes.
-	RF RFOptions
-	// LogDir tunes log-dir moves.
-	LogDir LogDirOptions
-	// Overloaded tunes broker-overloaded.
-	Overloaded OverloadedOptions
-	// Guardrails are the limits every event must stay within.
-	Guardrails GuardrailOptions
-}
+	// CopyPoll is the interval of progress reports of a copy (replication-factor changes,
+	// log-dir moves), and the longest between two checks of it (the checks begin at 20 ms
+	// and back off). Default 2s.
+	CopyPoll time.Duration
+	// LogDirSubmitWait bounds the retries of an AlterReplicaLogDirs that the broker answers
+	// REPLICA_NOT_AVAILABLE (the replica is not created there yet). Default 1m.
+	LogDirSubmitWait time.Duration
 
-// OverloadedOptions tunes broker-overloaded.
-type OverloadedOptions struct {
-	// CoolDown: another alert for the same broker within it is a noop naming the event
-	// that acted (alerting systems re-send alerts every minute). Default 10m.
-	CoolDown time.Duration
-	// ElectionBatch caps the partitions of one election request; 0 = all in one.
-	ElectionBatch int
-	// WaitForReassignment waits (up to BlockedWait) for partitions under reassignment
-	// instead of skipping them at once.
-	WaitForReassignment bool
+	// The configuration's sections, as it declares, documents and validates them; their
+	// defaults are filled here too, for handlers built without a configuration.
+
+	// RF tunes replication-factor changes.
+	RF config.ReplicationFactor
+	// LogDir tunes log-dir moves.
+	LogDir config.LogDir
+	// Overloaded tunes broker-overloaded (its WaitForReassignment waits up to
+	// BlockedWait).
+	Overloaded config.BrokerOverloaded
+	// Guardrails are the limits every event must stay within.
+	Guardrails guardrails.Limits
 }
 
 // Handlers builds the task of each event type for the engine, and is its lock and guard.
@@ -182,13 +183,17 @@ func New(cfg Config) (*Handlers, error) {
 	if cfg.ApplyTimeout == 0 {
 		cfg.ApplyTimeout = 2 * time.Minute
 	}
-	if cfg.Overloaded.CoolDown == 0 {
-		cfg.Overloaded.CoolDown = 10 * time.Minute
+	if cfg.CopyPoll == 0 {
+		cfg.CopyPoll = 2 * time.Second
 	}
-	cfg.RF.defaults()
-	cfg.LogDir.defaults()
-	cfg.Guardrails = cfg.Guardrails.clone()
-	guard, err := newRules(cfg.Guardrails)
+	if cfg.LogDirSubmitWait == 0 {
+		cfg.LogDirSubmitWait = time.Minute
+	}
+	cfg.Overloaded.SetDefaults()
+	cfg.RF.SetDefaults()
+	cfg.LogDir.SetDefaults()
+	cfg.Guardrails = cfg.Guardrails.Clone() // never the caller's lists
+	guard, err := guardrails.New(cfg.Guardrails)
 	if err != nil {
 		return nil, fmt.Errorf("handlers: %w", err)
 	}
@@ -205,8 +210,8 @@ func New(cfg Config) (*Handlers, error) {
 		caps[name] = &capsCache{}
 	}
 	return &Handlers{cfg: cfg, log: cfg.Logger, clusters: names, caps: caps,
-		cool:  &coolDown{js: cfg.JS, ttl: cfg.Overloaded.CoolDown},
-		guard: guard, ops: &opLog{js: cfg.JS, limit: cfg.Guardrails.MaxOperationsPerHour, now: time.Now}}, nil
+		cool:  newCoolDown(cfg.JS, cfg.Overloaded.CoolDown),
+		guard: guard, ops: newOpLog(cfg.JS, cfg.Guardrails.MaxOperationsPerHour, time.Now)}, nil
 }
 
 // Types lists the event types these handlers build tasks for.
@@ -301,10 +306,10 @@ func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entr
 		return &preferredTask{reorderOp: h.reorderOp(c, strategy, caps, 0)}, nil
 	case events.TypeBrokerOverloaded:
 		req, _ := ev.Payload.(*events.BrokerOverloaded)
-		t := &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatch), req: req, log: log}
+		t := &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatchSize), req: req, log: log}
 		if req != nil {
 			res.Reason = req.Reason
-			if t.kv, err = h.cool.bucket(ctx); err != nil {
+			if t.kv, err = h.cool.bucket.KeyValue(ctx); err != nil {
 				return nil, err
 			}
 		}

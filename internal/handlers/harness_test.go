@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
@@ -185,7 +186,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	log := zaptest.NewLogger(t).Named(worker)
 	cfg := handlers.Config{
 		Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log, BlockedWait: 5 * time.Second,
-		RF: handlers.RFOptions{Poll: 500 * time.Millisecond, ForeignWait: 5 * time.Second},
+		CopyPoll: 500 * time.Millisecond, RF: config.ReplicationFactor{ForeignWait: 5 * time.Second},
 	}
 	if f.configure != nil {
 		f.configure(&cfg)

@@ -22,34 +22,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
-// LogDirOptions tunes log-dir moves.
-type LogDirOptions struct {
-	// Throttle is the broker's replica.alter.log.dirs.io.max.bytes.per.second while a move
-	// runs, when the event sets none; 0: no throttle.
-	Throttle int64
-	// Timeout bounds a move across attempts when the event sets none. Default 1h.
-	Timeout time.Duration
-	// Tolerance is how close a balance leaves the two directories, as a fraction of their
-	// combined size. Default 0.1.
-	Tolerance *float64
-	// SubmitWait bounds the retries of an AlterReplicaLogDirs that the broker answers
-	// REPLICA_NOT_AVAILABLE (the replica is not created there yet). Default 1m.
-	SubmitWait time.Duration
-}
-
-func (o *LogDirOptions) defaults() {
-	if o.Timeout == 0 {
-		o.Timeout = time.Hour
-	}
-	if o.Tolerance == nil {
-		t := 0.1
-		o.Tolerance = &t
-	}
-	if o.SubmitWait == 0 {
-		o.SubmitWait = time.Minute
-	}
-}
-
 // logDirTask moves replicas between the log directories (disks) of one broker with
 // AlterReplicaLogDirs: the broker copies each replica into a future replica in the target
 // directory and swaps it in when it has caught up. The broker's
@@ -91,7 +63,7 @@ func (h *Handlers) logDirRate(req *events.LogDirMove) int64 {
 	if req.ThrottleBytesPerSec > 0 {
 		return req.ThrottleBytesPerSec
 	}
-	return h.cfg.LogDir.Throttle
+	return h.cfg.LogDir.ThrottleBytesPerSec
 }
 
 // logDirTimeout bounds a move across attempts: the event's, else the configured default.
@@ -371,7 +343,7 @@ func (t *logDirTask) Apply(ctx context.Context, r *operation.Run) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(min(20*time.Millisecond<<min(i, 10), t.h.cfg.RF.Poll)):
+		case <-time.After(min(20*time.Millisecond<<min(i, 10), t.h.cfg.CopyPoll)):
 		}
 		next, err := t.read(ctx, e)
 		if err != nil {
@@ -415,10 +387,10 @@ func expectedMove(e *journal.Entry) int64 {
 
 // submit sends AlterReplicaLogDirs for the moves (to the directory dir gives), retrying
 // what the broker answers REPLICA_NOT_AVAILABLE or another retriable error, for at most
-// LogDir.SubmitWait.
+// LogDirSubmitWait.
 func (t *logDirTask) submit(ctx context.Context, broker int32, moves []plan.Change, dir func(plan.Change) string) error {
 	adm := kadm.NewClient(t.c.Client)
-	end := time.Now().Add(t.h.cfg.LogDir.SubmitWait)
+	end := time.Now().Add(t.h.cfg.LogDirSubmitWait)
 	delay := 500 * time.Millisecond
 	left := moves
 	for {

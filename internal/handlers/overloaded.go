@@ -8,22 +8,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
-
-// OverloadedBucket is the JetStream key-value bucket that remembers which brokers were
-// shed recently, per cluster (key <cluster>.<broker>), for the cool-down and for steering
-// leadership away from brokers that are themselves overloaded.
-const OverloadedBucket = "KAFKAMENDER_OVERLOADED"
 
 // overloadedTask moves partition leadership off a broker (only the leader's load leaves
 // it; no data moves), balanced across the in-sync replicas of the other brokers, with
@@ -42,11 +37,11 @@ func (h *Handlers) newOverloaded(ctx context.Context, c *Cluster, ev *events.Eve
 		return nil, err
 	}
 	res.Strategy = string(strategy)
-	kv, err := h.cool.bucket(ctx)
+	kv, err := h.cool.bucket.KeyValue(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatch), req: req, ev: ev, kv: kv, log: log}, nil
+	return &overloadedTask{reorderOp: h.reorderOp(c, strategy, caps, h.cfg.Overloaded.ElectionBatchSize), req: req, ev: ev, kv: kv, log: log}, nil
 }
 
 // Plan reads every topic (balance is cluster-wide) and plans the shed, away from brokers
@@ -165,13 +160,20 @@ func (h *Handlers) Absorber(ctx context.Context, done *events.Event, res *events
 	}, nil
 }
 
-// coolDown keeps the brokers shed recently (OverloadedBucket).
+// coolDown keeps the brokers shed recently (events.OverloadedBucket).
 type coolDown struct {
-	js  jetstream.JetStream
-	ttl time.Duration
+	bucket *kvbucket.Bucket
+	ttl    time.Duration
+}
 
-	mu sync.Mutex
-	kv jetstream.KeyValue
+func newCoolDown(js jetstream.JetStream, ttl time.Duration) *coolDown {
+	return &coolDown{ttl: ttl, bucket: kvbucket.New(js, jetstream.KeyValueConfig{
+		Bucket:      events.OverloadedBucket,
+		Description: "brokers shed recently, per cluster: cool-down of broker-overloaded alerts",
+		TTL:         ttl,
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})}
 }
 
 // shedRecord is the value of a cool-down key.
@@ -215,31 +217,11 @@ func (s shedScope) covers(r shedScope) bool {
 		s.MaxPartitions == r.MaxPartitions && s.DemoteToEnd == r.DemoteToEnd
 }
 
-func (c *coolDown) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.kv != nil {
-		return c.kv, nil
-	}
-	kv, err := c.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      OverloadedBucket,
-		Description: "brokers shed recently, per cluster: cool-down of broker-overloaded alerts",
-		TTL:         c.ttl,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, transient(fmt.Errorf("key-value bucket %s: %w", OverloadedBucket, err))
-	}
-	c.kv = kv
-	return kv, nil
-}
-
 func coolKey(cluster string, broker int32) string { return cluster + "." + strconv.Itoa(int(broker)) }
 
 // shedNow returns the record of broker of cluster if it was shed within the cool-down.
 func (c *coolDown) shedNow(ctx context.Context, cluster string, broker int32) (shedRecord, bool, error) {
-	kv, err := c.bucket(ctx)
+	kv, err := c.bucket.KeyValue(ctx)
 	if err != nil {
 		return shedRecord{}, false, err
 	}

@@ -22,50 +22,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
-// RFOptions tunes replication-factor changes.
-type RFOptions struct {
-	// Throttle is the default replication throttle (bytes/s) when the event sets none;
-	// 0: no throttle.
-	Throttle int64
-	// Timeout is the default bound of the whole change, across attempts, when the event
-	// sets none. Default 1h.
-	Timeout time.Duration
-	// MaxMovesPerBroker caps the partitions copying to one broker at a time. Default 4.
-	MaxMovesPerBroker int
-	// ForeignWait is how long to wait for reassignments started by someone else before
-	// failing with their list. Default 1m.
-	ForeignWait time.Duration
-	// AllowInternal lets the factor of internal topics (__consumer_offsets, …) change.
-	AllowInternal bool
-	// Poll is the interval of progress reports, and the longest between two checks of a
-	// copy (the checks begin at 20 ms and back off). Default 2s.
-	Poll time.Duration
-	// ThrottleSettle is how long to wait after setting throttles before the first copy
-	// starts. Brokers apply throttle configs asynchronously (ZooKeeper change
-	// notifications, KRaft metadata publication), some time after DescribeConfigs shows
-	// them; a copy started at once runs unthrottled until then, and a small partition
-	// copies whole before the throttle bites. Default 2s; negative: no wait.
-	ThrottleSettle time.Duration
-}
-
-func (o *RFOptions) defaults() {
-	if o.Timeout == 0 {
-		o.Timeout = time.Hour
-	}
-	if o.MaxMovesPerBroker == 0 {
-		o.MaxMovesPerBroker = 4
-	}
-	if o.ForeignWait == 0 {
-		o.ForeignWait = time.Minute
-	}
-	if o.Poll == 0 {
-		o.Poll = 2 * time.Second
-	}
-	if o.ThrottleSettle == 0 {
-		o.ThrottleSettle = 2 * time.Second
-	}
-}
-
 // rfTask raises or lowers a topic's replication factor: append (only the new replicas copy
 // data, leadership stays) or trim (out-of-sync first, never the leader), throttled, in
 // batches, with progress and a timeout across attempts. The throttles it sets are put back
@@ -113,7 +69,7 @@ func (h *Handlers) newRF(ctx context.Context, c *Cluster, ev *events.Event, req 
 // then, which only a run that never reached its throttles would).
 func (h *Handlers) resumeRF(c *Cluster, strategy kafka.Strategy, caps kafka.Capabilities, req *events.ReplicaChange, e *journal.Entry, log *zap.Logger) *rfTask {
 	o := h.cfg.RF
-	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, log: log, timeout: o.Timeout, rate: o.Throttle}
+	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, log: log, timeout: o.Timeout, rate: o.ThrottleBytesPerSec}
 	if req != nil {
 		t.topic = req.Topic
 		if req.Timeout.Duration > 0 {
@@ -290,7 +246,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 			if err == nil && len(waiting) == 0 {
 				break
 			}
-			if time.Since(reported) >= t.h.cfg.RF.Poll {
+			if time.Since(reported) >= t.h.cfg.CopyPoll {
 				r.Progress(events.Progress{Batch: bi + 1, Batches: len(batches), PartitionsDone: done + len(batch) - len(waiting),
 					PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, t.topic, e.Changes)})
 				reported = time.Now()
@@ -298,7 +254,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 			select {
 			case <-ctx.Done():
 				return context.Cause(ctx)
-			case <-time.After(min(20*time.Millisecond<<min(i, 10), t.h.cfg.RF.Poll)): // soon at first: trims and small copies end at once
+			case <-time.After(min(20*time.Millisecond<<min(i, 10), t.h.cfg.CopyPoll)): // soon at first: trims and small copies end at once
 			}
 		}
 		done += len(batch)
@@ -468,7 +424,7 @@ func (t *rfTask) AwaitDetached(ctx context.Context, r *operation.Run) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-time.After(t.h.cfg.RF.Poll):
+		case <-time.After(t.h.cfg.CopyPoll):
 		}
 	}
 	if err := t.restore(ctx, r); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/journal"
@@ -59,7 +60,8 @@ func TestScaleOperationsThroughTheEngine(t *testing.T) {
 	h, err := handlers.New(handlers.Config{
 		Clusters: map[string]*handlers.Cluster{"scale": {Name: "scale", Client: cl, Locker: lk, Strategy: kafka.StrategyAPI}},
 		JS:       js, Logger: log,
-		RF: handlers.RFOptions{MaxMovesPerBroker: shape.Big, ThrottleSettle: -1, Poll: 100 * time.Millisecond},
+		RF:       config.ReplicationFactor{MaxMovesPerBroker: shape.Big, ThrottleSettle: -1},
+		CopyPoll: 100 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -60,7 +60,7 @@ import (
 )
 
 // Bucket is the JetStream key-value bucket of the journal; its keys are cluster names.
-const Bucket = "KAFKAMENDER_JOURNAL"
+const Bucket = events.JournalBucket
 
 // Step is how far an operation got. Steps only inform (operators, logs, the choice between
 // finishing and rolling back); the truth of what the cluster holds comes from reading it.
@@ -171,7 +171,7 @@ type Store struct{ kv kv }
 
 // New returns the journal in the JetStream key-value bucket Bucket, bound (and created
 // when missing) on first use, so that a worker starts while NATS is still unreachable.
-func New(js jetstream.JetStream) *Store { return newStore(&natsKV{js: js}) }
+func New(js jetstream.JetStream) *Store { return newStore(newNatsKV(js)) }
 
 func newStore(kv kv) *Store { return &Store{kv: &chunked{kv: kv}} }
 

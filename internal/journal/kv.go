@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/retry"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 )
 
 // kv is where the journal keeps its entries: a revision-checked key-value store. Keys are
@@ -45,36 +45,24 @@ const payloadHeadroom = 8 << 10
 
 // natsKV is kv on the JetStream key-value bucket Bucket.
 type natsKV struct {
-	js jetstream.JetStream
-
-	mu     sync.Mutex
-	bucket jetstream.KeyValue
-	stream jetstream.Stream // the bucket's stream, KV_<Bucket>
+	js     jetstream.JetStream
+	bucket *kvbucket.Bucket
 }
 
 var _ kv = (*natsKV)(nil)
 
-func (n *natsKV) kv(ctx context.Context) (jetstream.KeyValue, jetstream.Stream, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.bucket != nil {
-		return n.bucket, n.stream, nil
-	}
-	kv, err := n.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+func newNatsKV(js jetstream.JetStream) *natsKV {
+	return &natsKV{js: js, bucket: kvbucket.New(js, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "kafkamender operation journal: the operation in hand on each Kafka cluster",
 		History:     16,
 		Storage:     jetstream.FileStorage,
-	})
-	if err != nil {
-		return nil, nil, retry.Transient(fmt.Errorf("key-value bucket %s: %w", Bucket, err))
-	}
-	stream, err := n.js.Stream(ctx, "KV_"+Bucket)
-	if err != nil {
-		return nil, nil, retry.Transient(fmt.Errorf("stream of key-value bucket %s: %w", Bucket, err))
-	}
-	n.bucket, n.stream = kv, stream
-	return kv, stream, nil
+	})}
+}
+
+// kv is the bucket and its stream, KV_<Bucket>, bound on first use.
+func (n *natsKV) kv(ctx context.Context) (jetstream.KeyValue, jetstream.Stream, error) {
+	return n.bucket.Stream(ctx)
 }
 
 func (n *natsKV) get(ctx context.Context, key string) ([]byte, uint64, error) {

@@ -12,6 +12,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
+
+	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 )
 
 // The NATS JetStream key-value lock: for clusters without ZooKeeper (KRaft), the lock of
@@ -55,7 +58,7 @@ import (
 
 // Defaults of KVConfig.
 const (
-	DefaultKVBucket = "KAFKAMENDER_LOCKS"
+	DefaultKVBucket = events.LocksBucket
 	DefaultKVTTL    = 10 * time.Second
 )
 
@@ -121,12 +124,9 @@ func (c KVConfig) Validate() error {
 // KVLocker takes per-cluster locks in a NATS JetStream key-value bucket. It is safe for
 // concurrent use and not reentrant.
 type KVLocker struct {
-	js     jetstream.JetStream
 	cfg    KVConfig
 	logger *zap.Logger
-
-	mu sync.Mutex
-	kv jetstream.KeyValue
+	kv     *kvbucket.Bucket
 }
 
 // NewKV returns a KVLocker on js. The bucket is created on first use, so a locker can be
@@ -139,48 +139,48 @@ func NewKV(js jetstream.JetStream, cfg KVConfig) (*KVLocker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kv locker config: %w", err)
 	}
-	return &KVLocker{js: js, cfg: cfg, logger: cfg.Logger}, nil
+	l := &KVLocker{cfg: cfg, logger: cfg.Logger}
+	// The bucket is never changed once created (a worker configured otherwise would change
+	// it under the others), and a worker whose TTL differs from it takes no lock.
+	l.kv = kvbucket.New(js, jetstream.KeyValueConfig{
+		Bucket:         cfg.Bucket,
+		Description:    "kafkamender per-cluster locks (key = cluster); entries expire unless renewed",
+		History:        1,
+		TTL:            cfg.TTL,
+		LimitMarkerTTL: cfg.TTL,
+		Replicas:       cfg.Replicas,
+		Storage:        jetstream.FileStorage,
+	}, kvbucket.KeepExisting(), kvbucket.Check(l.checkTTL))
+	return l, nil
 }
 
 // Config is the locker's configuration, defaults filled in.
 func (l *KVLocker) Config() KVConfig { return l.cfg }
 
+// bucket is the locks' bucket, bound on first use.
 func (l *KVLocker) bucket(ctx context.Context) (jetstream.KeyValue, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.kv != nil {
-		return l.kv, nil
-	}
-	kv, err := l.js.KeyValue(ctx, l.cfg.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = l.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket:         l.cfg.Bucket,
-			Description:    "kafkamender per-cluster locks (key = cluster); entries expire unless renewed",
-			History:        1,
-			TTL:            l.cfg.TTL,
-			LimitMarkerTTL: l.cfg.TTL,
-			Replicas:       l.cfg.Replicas,
-			Storage:        jetstream.FileStorage,
-		})
-		if errors.Is(err, jetstream.ErrBucketExists) { // another worker created it first
-			kv, err = l.js.KeyValue(ctx, l.cfg.Bucket)
-		}
-	}
+	kv, err := l.kv.KeyValue(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: nats: lock bucket %s: %w", ErrNoSession, l.cfg.Bucket, err)
+		if _, mismatch := errors.AsType[*TTLMismatchError](err); !mismatch {
+			err = fmt.Errorf("%w: nats: lock %w", ErrNoSession, err)
+		}
+		return nil, err
 	}
-	// The bucket's max age is what expires a holder's entry: a worker that counted on a
-	// longer one than the bucket has would believe it held a lock another worker can take.
-	// The bucket is never changed once created, and a worker whose TTL differs takes no lock.
+	return kv, nil
+}
+
+// checkTTL refuses a bucket whose max age is not the locker's TTL. The bucket's max age is
+// what expires a holder's entry: a worker that counted on a longer one than the bucket has
+// would believe it held a lock another worker can take.
+func (l *KVLocker) checkTTL(ctx context.Context, kv jetstream.KeyValue) error {
 	st, err := kv.Status(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: nats: lock bucket %s: %w", ErrNoSession, l.cfg.Bucket, err)
+		return fmt.Errorf("bucket %s: %w", l.cfg.Bucket, err)
 	}
 	if st.TTL() != l.cfg.TTL {
-		return nil, &TTLMismatchError{Bucket: l.cfg.Bucket, BucketTTL: st.TTL(), TTL: l.cfg.TTL}
+		return &TTLMismatchError{Bucket: l.cfg.Bucket, BucketTTL: st.TTL(), TTL: l.cfg.TTL}
 	}
-	l.kv = kv
-	return kv, nil
+	return nil
 }
 
 // Check reports whether the locker can take locks in its bucket: NATS answers, and the

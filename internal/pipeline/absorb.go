@@ -110,7 +110,7 @@ func (p *Pipeline) absorb(ctx context.Context, d *delivery, stored *events.Resul
 }
 
 // storeAbsorbed stores the results of absorbed events and then deletes their messages
-// (seqs), each only once its result is stored. It returns how many it settled.
+// (seqs), each only once its result is stored. It returns how many it answered so.
 func (p *Pipeline) storeAbsorbed(ctx context.Context, results []*events.Result, seqs []uint64) (int, error) {
 	p.mu.Lock()
 	evs := p.evs

@@ -48,7 +48,7 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
 	if !ok {
 		res := p.base(d)
 		res.Status, res.Error = events.StatusFailed, fmt.Sprintf("this worker has no handler for %s events", d.ev.Type)
-		p.finish(ctx, d, res)
+		p.storeAndAck(ctx, d, res)
 		return
 	}
 	job, out := p.run(ctx, d, h)
@@ -88,7 +88,7 @@ func (p *Pipeline) giveUp(ctx context.Context, d *delivery) {
 	if job != nil {
 		if stored, own := job.publishedResult(); stored != nil && stored.Status.OK() {
 			// Its operation was done: the true result, no dead letter.
-			p.settle(ctx, d, stored, own)
+			p.ackStored(ctx, d, stored, own)
 			return
 		}
 	}
@@ -104,7 +104,7 @@ func (p *Pipeline) decode(ctx context.Context, d *delivery) bool {
 		res := &events.Result{ID: id, Type: typ, Cluster: cluster, Status: events.StatusRejected,
 			Error: err.Error(), Attempt: d.attempt, Worker: p.cfg.Worker, StartedAt: d.started}
 		d.log.Warn("event rejected", zap.String("id", res.ID), zap.Error(err))
-		p.finish(ctx, d, res)
+		p.storeAndAck(ctx, d, res)
 		return false
 	}
 	d.ev = ev
@@ -144,7 +144,7 @@ func (p *Pipeline) replayed(ctx context.Context, d *delivery) bool {
 			return true
 		}
 	}
-	p.ack(ctx, d)
+	p.ackReplayed(ctx, d)
 	return true
 }
 
@@ -156,7 +156,7 @@ func (p *Pipeline) expired(ctx context.Context, d *delivery) bool {
 	res := p.base(d)
 	res.Status, res.Error = events.StatusExpired, fmt.Sprintf("expired at %s, before it ran", d.ev.ExpiresAt.Format(time.RFC3339))
 	d.log.Info("event expired")
-	p.finish(ctx, d, res)
+	p.storeAndAck(ctx, d, res)
 	return true
 }
 
@@ -181,7 +181,7 @@ func (p *Pipeline) run(ctx context.Context, d *delivery, h Handler) (*Job, outco
 	return job, call(hctx, h, job)
 }
 
-// conclude settles the delivery from what its handler came to: a panic goes to the dead
+// conclude ends the delivery from what its handler came to: a panic goes to the dead
 // letters; an operation left in flight is delivered again, whatever the attempt; a result
 // the handler stored is acknowledged; a transient failure is retried until the last
 // attempt (or left for another worker when this one stops); anything else is stored as
@@ -208,7 +208,7 @@ func (p *Pipeline) conclude(ctx context.Context, d *delivery, job *Job, out outc
 		if out.err != nil {
 			d.log.Warn("handler failed after it stored its result; the stored result stands", zap.Error(out.err))
 		}
-		p.settle(ctx, d, stored, own)
+		p.ackStored(ctx, d, stored, own)
 		return
 	}
 	res, err := out.res, out.err
@@ -242,7 +242,7 @@ func (p *Pipeline) conclude(ctx context.Context, d *delivery, job *Job, out outc
 	}
 	d.log.Info("event handled", zap.String("status", string(res.Status)), zap.String("error", res.Error),
 		zap.Int("changes", len(res.Changes)), zap.Int("skipped", len(res.Skipped)))
-	p.finish(ctx, d, res)
+	p.storeAndAck(ctx, d, res)
 }
 
 // keepAlive tells JetStream, every third of the ack wait, that msg is being worked on,
@@ -337,10 +337,10 @@ func fill(res, base *events.Result) {
 	}
 }
 
-// finish stores the result, then acknowledges (or terminates) the message. When the
-// result cannot be stored the message is left for redelivery: the event is not lost, and
-// the handler's next run finds the cluster already as asked.
-func (p *Pipeline) finish(ctx context.Context, d *delivery, res *events.Result) {
+// storeAndAck stores the result, then acknowledges (or terminates) the message: ackStored.
+// When the result cannot be stored the message is left for redelivery: the event is not
+// lost, and the handler's next run finds the cluster already as asked.
+func (p *Pipeline) storeAndAck(ctx context.Context, d *delivery, res *events.Result) {
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	stored, own, err := p.store().Publish(pctx, res)
@@ -349,13 +349,14 @@ func (p *Pipeline) finish(ctx context.Context, d *delivery, res *events.Result) 
 		p.nak(ctx, d, "", nil)
 		return
 	}
-	p.settle(ctx, d, stored, own)
+	p.ackStored(ctx, d, stored, own)
 }
 
-// settle acknowledges a message whose result is stored: it terminates it when the result
-// says the event failed or was rejected (JetStream advisories then tell so), else
-// acknowledges it. own is whether this worker stored that result.
-func (p *Pipeline) settle(ctx context.Context, d *delivery, stored *events.Result, own bool) {
+// ackStored acknowledges a message whose result is stored: it terminates it when the
+// result says the event failed or was rejected (JetStream advisories then tell so), else
+// acknowledges it. Before, it counts the result when this worker stored it (own), and
+// answers the later events of the cluster that the result answers too (absorb).
+func (p *Pipeline) ackStored(ctx context.Context, d *delivery, stored *events.Result, own bool) {
 	if own {
 		p.count(stored)
 	} else {
@@ -386,7 +387,7 @@ const replayExpectedStream = "kafkamender.replay.not-stored"
 // keeps only the original.
 func (p *Pipeline) replay(ctx context.Context, d *delivery, res *events.Result) {
 	p.publishReplay(d, res)
-	p.ack(ctx, d)
+	p.ackReplayed(ctx, d)
 }
 
 // publishReplay publishes a stored result again, marked replayed.
@@ -403,8 +404,10 @@ func (p *Pipeline) publishReplay(d *delivery, res *events.Result) {
 	}
 }
 
-// ack acknowledges the message of an event whose result is stored.
-func (p *Pipeline) ack(ctx context.Context, d *delivery) {
+// ackReplayed acknowledges the message of an event whose stored result was replayed,
+// whatever the result's status; nothing is counted or absorbed (ackStored was for the
+// delivery that stored it).
+func (p *Pipeline) ackReplayed(ctx context.Context, d *delivery) {
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := d.msg.DoubleAck(actx); err != nil {

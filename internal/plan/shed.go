@@ -94,18 +94,76 @@ func Shed(s *model.Snapshot, req ShedRequest) (Plan, error) {
 }
 
 // shed is Shed; without perTopic it balances the cluster-wide counts only (the planner
-// before per-topic balance, kept for the tests to compare with).
+// before per-topic balance, kept for the tests to compare with). It reads as its steps:
+// check the request, pick the partitions, choose the leaders that stay and the
+// candidates of those that move, balance the moves, build the changes.
 func shed(s *model.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
-	b := req.Broker
-	if req.MaxPartitions < 0 {
-		return Plan{}, reject("max_partitions %d is negative", req.MaxPartitions)
-	}
-	topics, err := shedTopics(s, req)
+	topics, err := checkShed(s, req)
 	if err != nil {
 		return Plan{}, err
 	}
+	sh := newShedding(s, req)
+	var plan Plan
+	sh.pick(topics, &plan)
+	sh.capAt(req.MaxPartitions, &plan)
+	slices.SortFunc(plan.Skipped, func(x, y Skip) int { return compareTP(x.TopicPartition, y.TopicPartition) })
+	if len(sh.items) == 0 {
+		return plan, nil
+	}
+	sh.choose()
+	sh.balanceMoves(perTopic)
+	plan.Changes = sh.changes()
+	return plan, nil
+}
 
-	// Live brokers, densely numbered in id order, with their current leader counts.
+// checkShed rejects a request Shed cannot plan, and returns its topics, sorted.
+func checkShed(s *model.Snapshot, req ShedRequest) ([]string, error) {
+	if req.MaxPartitions < 0 {
+		return nil, reject("max_partitions %d is negative", req.MaxPartitions)
+	}
+	topics, err := shedTopics(s, req)
+	if err != nil {
+		return nil, err
+	}
+	if !knownBroker(s, req.Broker) {
+		return nil, reject("broker %d is not a broker of this cluster", req.Broker)
+	}
+	return topics, nil
+}
+
+// knownBroker reports whether b is a live broker of the snapshot, or leads or holds a
+// replica of one of its partitions.
+func knownBroker(s *model.Snapshot, b int32) bool {
+	if b < 0 {
+		return false
+	}
+	if _, live := s.Brokers[b]; live {
+		return true
+	}
+	for _, ps := range s.Topics {
+		for i := range ps {
+			if ps[i].Leader == b || slices.Contains(ps[i].Replicas, b) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// shedding is a shed in progress: what its steps share. Brokers are numbered densely
+// (dense), in id order (ids).
+type shedding struct {
+	s     *model.Snapshot
+	req   ShedRequest
+	ids   []int32 // the live brokers, in id order: ids[d] is broker number d
+	dense brokerIndex
+	load  []int      // leaders per broker number, of every partition of the snapshot
+	items []shedItem // the partitions to change, in (topic, partition) order
+	cands []int32    // the candidates of every item, as broker numbers
+}
+
+// newShedding numbers the live brokers and counts their leaders.
+func newShedding(s *model.Snapshot, req ShedRequest) *shedding {
 	ids := make([]int32, 0, len(s.Brokers))
 	for id := range s.Brokers {
 		ids = append(ids, id)
@@ -113,153 +171,171 @@ func shed(s *model.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 	slices.Sort(ids)
 	dense := newBrokerIndex(ids)
 	load := make([]int, len(ids))
-	_, known := s.Brokers[b]
-	known = known && b >= 0
 	for _, ps := range s.Topics { // counting: the order does not matter
 		for i := range ps {
-			p := &ps[i]
-			if d, ok := dense.get(p.Leader); ok {
+			if d, ok := dense.get(ps[i].Leader); ok {
 				load[d]++
 			}
-			if !known && b >= 0 && (p.Leader == b || slices.Contains(p.Replicas, b)) {
-				known = true
-			}
 		}
 	}
-	if !known {
-		return Plan{}, reject("broker %d is not a broker of this cluster", b)
-	}
-	avoid := make([]bool, len(ids))
-	for _, a := range req.Avoid {
-		if d, ok := dense.get(a); ok {
-			avoid[d] = true
-		}
-	}
+	return &shedding{s: s, req: req, ids: ids, dense: dense, load: load}
+}
 
-	var (
-		plan  Plan
-		items []shedItem
-		cands []int32 // candidates of every item, as dense broker numbers
-	)
+// pick lists the partitions of topics that B leads or heads: those to change become items,
+// with their candidates (sorted); those under reassignment, without a candidate or
+// protected go to plan's Blocked or Skipped.
+func (sh *shedding) pick(topics []string, plan *Plan) {
+	b := sh.req.Broker
 	for _, t := range topics {
-		ps := s.Topics[t]
-		pattern, protected := req.Protected.match(t)
+		ps := sh.s.Topics[t]
+		pattern, protected := sh.req.Protected.match(t)
 		for i := range ps {
 			p := &ps[i]
-			led := p.Leader == b
-			if !led && (len(p.Replicas) == 0 || p.Replicas[0] != b) {
+			if p.Leader != b && (len(p.Replicas) == 0 || p.Replicas[0] != b) {
 				continue
 			}
 			if p.Reassigning() {
-				if protected {
+				switch {
+				case protected:
 					plan.Skipped = append(plan.Skipped, protectedSkip(p.TopicPartition, pattern))
-				} else if req.WaitBlocked {
+				case sh.req.WaitBlocked:
 					plan.Blocked = append(plan.Blocked, p.TopicPartition)
-				} else {
+				default:
 					plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("under reassignment (%s)", p.Reassignment()), Code: SkipReassigning})
 				}
 				continue
 			}
-			lo := len(cands)
-			var notLive []int32
-			for _, r := range p.Replicas {
-				if r == b || !p.InSync(r) {
-					continue
-				}
-				d, ok := dense.get(r)
-				if !ok {
-					notLive = append(notLive, r)
-					continue
-				}
-				if !slices.Contains(cands[lo:], d) {
-					cands = append(cands, d)
-				}
-			}
-			c := cands[lo:]
-			if len(c) == 0 {
-				reason := fmt.Sprintf("no in-sync replica other than broker %d", b)
-				if len(notLive) > 0 {
-					reason = fmt.Sprintf("no live in-sync replica other than broker %d (isr %v; not live: %v)", b, p.ISR, notLive)
-				}
-				plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: reason, Code: SkipNoCandidate})
-				continue
-			}
-			if protected {
-				cands = cands[:lo]
+			lo := len(sh.cands)
+			notLive := sh.addCandidates(p)
+			c := sh.cands[lo:]
+			switch {
+			case len(c) == 0:
+				plan.Skipped = append(plan.Skipped, noCandidateSkip(p, b, notLive))
+			case protected:
+				sh.cands = sh.cands[:lo]
 				plan.Skipped = append(plan.Skipped, protectedSkip(p.TopicPartition, pattern))
+			default:
+				slices.Sort(c)
+				sh.items = append(sh.items, shedItem{p: p, lo: int32(lo), hi: int32(len(sh.cands)), choice: -1})
+			}
+		}
+	}
+}
+
+// addCandidates appends the candidates of p to sh.cands: its in-sync replicas other than
+// B that are live, each once. It returns the in-sync replicas that are not live.
+func (sh *shedding) addCandidates(p *model.Partition) (notLive []int32) {
+	lo := len(sh.cands)
+	for _, r := range p.Replicas {
+		if r == sh.req.Broker || !p.InSync(r) {
+			continue
+		}
+		d, ok := sh.dense.get(r)
+		if !ok {
+			notLive = append(notLive, r)
+			continue
+		}
+		if !slices.Contains(sh.cands[lo:], d) {
+			sh.cands = append(sh.cands, d)
+		}
+	}
+	return notLive
+}
+
+// noCandidateSkip is the skip of p, which has no candidate.
+func noCandidateSkip(p *model.Partition, b int32, notLive []int32) Skip {
+	reason := fmt.Sprintf("no in-sync replica other than broker %d", b)
+	if len(notLive) > 0 {
+		reason = fmt.Sprintf("no live in-sync replica other than broker %d (isr %v; not live: %v)", b, p.ISR, notLive)
+	}
+	return Skip{TopicPartition: p.TopicPartition, Reason: reason, Code: SkipNoCandidate}
+}
+
+// capAt skips the items beyond the first max (0: no cap).
+func (sh *shedding) capAt(max int, plan *Plan) {
+	if max == 0 || len(sh.items) <= max {
+		return
+	}
+	for _, it := range sh.items[max:] {
+		plan.Skipped = append(plan.Skipped, Skip{TopicPartition: it.p.TopicPartition, Reason: fmt.Sprintf("beyond max_partitions %d", max), Code: SkipCapped})
+	}
+	sh.items = sh.items[:max]
+}
+
+// choose keeps the leader of a partition that B heads but does not lead, when that leader
+// is a candidate: nothing moves. The other items move: their candidates lose the brokers
+// of req.Avoid, unless those are all they have.
+func (sh *shedding) choose() {
+	avoid := make([]bool, len(sh.ids))
+	for _, a := range sh.req.Avoid {
+		if d, ok := sh.dense.get(a); ok {
+			avoid[d] = true
+		}
+	}
+	for i := range sh.items {
+		it := &sh.items[i]
+		c := sh.cands[it.lo:it.hi]
+		if it.p.Leader != sh.req.Broker {
+			if d, ok := sh.dense.get(it.p.Leader); ok && slices.Contains(c, d) {
+				it.choice = d
 				continue
 			}
-			slices.Sort(c)
-			it := shedItem{p: p, lo: int32(lo), choice: -1}
-			if !led {
-				if d, ok := dense.get(p.Leader); ok && slices.Contains(c, d) {
-					it.choice = d // keep the leader: nothing moves
-				}
+		}
+		k := 0 // in place, order kept
+		for _, d := range c {
+			if !avoid[d] {
+				c[k] = d
+				k++
 			}
-			if it.choice < 0 {
-				// Drop avoided brokers unless they are all there is (in place, order kept).
-				k := 0
-				for _, d := range c {
-					if !avoid[d] {
-						c[k] = d
-						k++
-					}
-				}
-				if k > 0 {
-					cands = cands[:lo+k]
-				}
-			}
-			it.hi = int32(len(cands))
-			items = append(items, it)
+		}
+		if k > 0 {
+			it.hi = it.lo + int32(k)
 		}
 	}
-	if req.MaxPartitions > 0 && len(items) > req.MaxPartitions {
-		for _, it := range items[req.MaxPartitions:] {
-			plan.Skipped = append(plan.Skipped, Skip{TopicPartition: it.p.TopicPartition, Reason: fmt.Sprintf("beyond max_partitions %d", req.MaxPartitions), Code: SkipCapped})
-		}
-		items = items[:req.MaxPartitions]
-	}
-	slices.SortFunc(plan.Skipped, func(x, y Skip) int { return compareTP(x.TopicPartition, y.TopicPartition) })
-	if len(items) == 0 {
-		return plan, nil
-	}
+}
 
-	// Balance the moves. A partition B heads but does not lead, whose leader is live but no
-	// candidate, loses that leader at the election: take it off the leader's count.
+// balanceMoves chooses the new leaders of the items that move (see Shed: Balance, Per
+// topic). A partition B heads but does not lead, whose leader is live but no candidate,
+// loses that leader at the election: it is taken off the leader's count first.
+func (sh *shedding) balanceMoves(perTopic bool) {
 	var (
 		moving []int32   // indices into items
 		mc     [][]int32 // their candidates
 	)
-	for i, it := range items {
+	for i, it := range sh.items {
 		if it.choice >= 0 {
 			continue
 		}
-		if l := it.p.Leader; l != b {
-			if d, ok := dense.get(l); ok {
-				load[d]--
+		if l := it.p.Leader; l != sh.req.Broker {
+			if d, ok := sh.dense.get(l); ok {
+				sh.load[d]--
 			}
 		}
 		moving = append(moving, int32(i))
-		mc = append(mc, cands[it.lo:it.hi])
+		mc = append(mc, sh.cands[it.lo:it.hi])
 	}
-	choice := balance(load, mc)
+	choice := balance(sh.load, mc)
 	if perTopic {
-		topicOf, leaders := shedTopicLeaders(s, items, moving, dense)
-		balanceTopics(load, mc, topicOf, leaders, choice)
+		topicOf, leaders := shedTopicLeaders(sh.s, sh.items, moving, sh.dense)
+		balanceTopics(sh.load, mc, topicOf, leaders, choice)
 	}
 	for i, d := range choice {
-		items[moving[i]].choice = d
+		sh.items[moving[i]].choice = d
 	}
+}
 
-	// One backing array for every before/after list.
+// changes are the items' changes: the chosen broker swaps places with the head of the
+// replicas; with DemoteToEnd, B then moves to the tail.
+func (sh *shedding) changes() []Change {
+	b := sh.req.Broker
 	n := 0
-	for _, it := range items {
+	for _, it := range sh.items {
 		n += 2 * len(it.p.Replicas)
 	}
-	arena := make([]int32, n)
-	plan.Changes = make([]Change, 0, len(items))
-	for _, it := range items {
-		p, to := it.p, ids[it.choice]
+	arena := make([]int32, n) // one backing array for every before/after list
+	out := make([]Change, 0, len(sh.items))
+	for _, it := range sh.items {
+		p, to := it.p, sh.ids[it.choice]
 		r := len(p.Replicas)
 		before, after := arena[:r:r], arena[r:2*r:2*r]
 		arena = arena[2*r:]
@@ -268,18 +344,18 @@ func shed(s *model.Snapshot, req ShedRequest, perTopic bool) (Plan, error) {
 		if j := slices.Index(after, to); j > 0 {
 			after[0], after[j] = after[j], after[0]
 		}
-		if req.DemoteToEnd {
+		if sh.req.DemoteToEnd {
 			if j := slices.Index(after, b); j >= 0 {
 				copy(after[j:], after[j+1:])
 				after[r-1] = b
 			}
 		}
-		plan.Changes = append(plan.Changes, Change{
+		out = append(out, Change{
 			TopicPartition: p.TopicPartition, ReplicasBefore: before, ReplicasAfter: after,
 			LeaderBefore: p.Leader, LeaderAfter: to,
 		})
 	}
-	return plan, nil
+	return out
 }
 
 // shedTopicLeaders numbers the topics of the moving items (items[moving[i]]) in order,

@@ -61,6 +61,17 @@ func InProcessNATS(t testing.TB) (*server.Server, *nats.Conn) {
 	return s, nc
 }
 
+// InProcessJetStream is the JetStream of a connection to InProcessNATS.
+func InProcessJetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	_, nc := InProcessNATS(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("jetstream: %v", err)
+	}
+	return js
+}
+
 // StreamMsgs is the number of messages stream holds.
 func StreamMsgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 	t.Helper()

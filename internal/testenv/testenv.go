@@ -38,6 +38,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -466,7 +467,7 @@ func (e *Env) FreeEventsStream(t testing.TB) {
 // prefix (of earlier versions) and the per-cluster ones, prefix_<cluster>. It returns how
 // many it deleted.
 func DeleteConsumers(ctx context.Context, js jetstream.JetStream, prefix string) int {
-	s, err := js.Stream(ctx, "KAFKAMENDER_EVENTS")
+	s, err := js.Stream(ctx, events.EventsStream)
 	if err != nil {
 		return 0 // no stream yet
 	}

@@ -39,6 +39,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	if err := kvAgreedAtStart(ctx, cfg, kvLocker, c.nats.conn.IsConnected()); err != nil {
 		return nil, err
 	}
+	records := lockBackends(js)
 	clusters := map[string]*handlers.Cluster{}
 	lockSessions := map[string]*locks.Session{} // cluster: the ZooKeeper session its lock needs
 	for _, kc := range c.clusters {
@@ -50,7 +51,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		if kc.zk != nil {
 			sess, hc.ZK, hc.Chroot = kc.zk.sess, kc.zk.sess, kc.zk.chroot
 		}
-		agreed := &agreedBackend{js: js, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
+		agreed := &agreedBackend{records: records, cluster: kc.cfg.Name, location: lockLocation(cfg, kc.cfg.Name)}
 		hc.Locker = agreed
 		clusters[hc.Name] = hc
 		if c.nats.conn.IsConnected() { // else the first lock of the cluster checks
@@ -78,19 +79,15 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		agreed.Backend = locks.ZK(lk)
 		lockSessions[kc.cfg.Name] = sess
 	}
-	bo, rf, g := cfg.BrokerOverloaded, cfg.ReplicationFactor, cfg.Guardrails
 	h, err := handlers.New(handlers.Config{
-		Clusters: clusters,
-		JS:       js,
-		Logger:   w.logger.Named("handlers"),
-		Metrics:  w.metrics,
-		RF: handlers.RFOptions{Throttle: rf.ThrottleBytesPerSec, Timeout: rf.Timeout, MaxMovesPerBroker: rf.MaxMovesPerBroker,
-			ForeignWait: rf.ForeignWait, AllowInternal: rf.AllowInternal, ThrottleSettle: rf.ThrottleSettle},
-		LogDir: handlers.LogDirOptions{Throttle: cfg.LogDir.ThrottleBytesPerSec, Timeout: cfg.LogDir.Timeout,
-			Tolerance: cfg.LogDir.Tolerance},
-		Overloaded: handlers.OverloadedOptions{CoolDown: bo.CoolDown, ElectionBatch: bo.ElectionBatchSize, WaitForReassignment: bo.WaitForReassignment},
-		Guardrails: handlers.GuardrailOptions{ProtectedTopics: g.ProtectedTopics, MaxPartitionsPerEvent: g.MaxPartitionsPerEvent,
-			MaxOperationsPerHour: g.MaxOperationsPerHour, AllowedSources: g.AllowedSources},
+		Clusters:   clusters,
+		JS:         js,
+		Logger:     w.logger.Named("handlers"),
+		Metrics:    w.metrics,
+		RF:         cfg.ReplicationFactor,
+		LogDir:     cfg.LogDir,
+		Overloaded: cfg.BrokerOverloaded,
+		Guardrails: cfg.Guardrails,
 	})
 	if err != nil {
 		return nil, err

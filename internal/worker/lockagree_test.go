@@ -30,11 +30,11 @@ func TestLockLocationsMustAgree(t *testing.T) {
 	}
 	onNATS := parse("nats: {url: nats://127.0.0.1:4222}\nlock: {backend: nats}\nclusters:\n  kraft:\n    bootstrap_servers: [127.0.0.1:19192]\n")
 	onZK := parse("nats: {url: nats://127.0.0.1:4222}\nlock: {zookeeper: 127.0.0.1:2181}\nclusters:\n  kraft:\n    bootstrap_servers: [127.0.0.1:19192]\n")
-	first := &agreedBackend{js: js, cluster: "kraft", location: lockLocation(onNATS, "kraft")}
+	first := &agreedBackend{records: lockBackends(js), cluster: "kraft", location: lockLocation(onNATS, "kraft")}
 	if err := agreedAtStart(t.Context(), first); err != nil {
 		t.Fatal(err)
 	}
-	second := &agreedBackend{js: js, cluster: "kraft", location: lockLocation(onZK, "kraft")}
+	second := &agreedBackend{records: lockBackends(js), cluster: "kraft", location: lockLocation(onZK, "kraft")}
 	err = agreedAtStart(t.Context(), second)
 	if !errors.Is(err, errLockMismatch) || retry.IsTransient(err) {
 		t.Fatalf("a worker keeping the lock elsewhere: %v, want a permanent mismatch", err)
@@ -47,7 +47,7 @@ func TestLockLocationsMustAgree(t *testing.T) {
 	if _, err := second.Acquire(t.Context(), "kraft", "ev-1"); !errors.Is(err, errLockMismatch) {
 		t.Errorf("Acquire with a mismatched location: %v, want the mismatch", err)
 	}
-	third := &agreedBackend{js: js, cluster: "kraft", location: lockLocation(onNATS, "kraft")}
+	third := &agreedBackend{records: lockBackends(js), cluster: "kraft", location: lockLocation(onNATS, "kraft")}
 	if err := third.check(t.Context()); err != nil {
 		t.Errorf("a worker that agrees: %v", err)
 	}

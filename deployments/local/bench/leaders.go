@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
@@ -179,7 +178,7 @@ func clusterLabel(c *cluster) string {
 // clearCoolDown forgets the brokers of cluster shed recently: each run's alert must shed
 // again, and plan as the bench did (no broker to avoid).
 func (n *natsConn) clearCoolDown(ctx context.Context, clusterName string) error {
-	kv, err := n.js.KeyValue(ctx, handlers.OverloadedBucket)
+	kv, err := n.js.KeyValue(ctx, events.OverloadedBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil
 	}

@@ -18,7 +18,6 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -104,11 +103,11 @@ func eventID(ctx context.Context, a alert) (string, error) {
 // chooseOverloaded picks the broker to pile leadership on and overload: broker 3, unless
 // an earlier shed put it in the cool-down (an alert for it would be a noop naming that
 // shed), then the first other broker not in it. When every broker is, it stays 3: the
-// demo shows the noop. The cool-down records are the workers' (handlers.OverloadedBucket),
+// demo shows the noop. The cool-down records are the workers' (events.OverloadedBucket),
 // read, never changed.
 func (d *demo) chooseOverloaded(ctx context.Context) error {
 	d.cooling = map[int32]time.Time{}
-	kv, err := d.js.KeyValue(ctx, handlers.OverloadedBucket)
+	kv, err := d.js.KeyValue(ctx, events.OverloadedBucket)
 	switch {
 	case errors.Is(err, jetstream.ErrBucketNotFound):
 	case err != nil:
