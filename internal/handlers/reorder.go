@@ -52,6 +52,7 @@ type reorderOp struct {
 	back      map[model.TopicPartition][]int32
 	putBack   bool // Apply put the orders in back again
 	skipped   map[model.TopicPartition]bool
+	fresh     *freshReader // every read of this attempt (rd)
 }
 
 func (h *Handlers) reorderOp(c *Cluster, strategy kafka.Strategy, caps kafka.Capabilities, batch int) reorderOp {
@@ -61,7 +62,10 @@ func (h *Handlers) reorderOp(c *Cluster, strategy kafka.Strategy, caps kafka.Cap
 // rd reads the cluster with what it has (reassignments before 2.4 from the znode), at
 // least as new as what the last operation left.
 func (o *reorderOp) rd(r *operation.Run) *freshReader {
-	return newFreshReader(o.c.reader(o.caps), r.Floor(), o.h.cfg.VerifyTimeout, r.Log)
+	if o.fresh == nil {
+		o.fresh = newFreshReader(o.c.reader(o.caps), r.Floor(), o.h.cfg.VerifyTimeout, r.Log)
+	}
+	return o.fresh
 }
 
 // backend builds the strategy's backend: ZooKeeper writes are fenced by the run's lock,

@@ -37,6 +37,7 @@ type rfTask struct {
 	timeout  time.Duration
 	rate     int64
 	log      *zap.Logger
+	fresh    *freshReader // every read of this attempt (rd)
 }
 
 func (h *Handlers) newRF(ctx context.Context, c *Cluster, ev *events.Event, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (operation.Task, error) {
@@ -89,7 +90,10 @@ func (h *Handlers) resumeRF(c *Cluster, strategy kafka.Strategy, caps kafka.Capa
 // /admin/reassign_partitions no longer lists it, whatever the metadata shows), at least as
 // new as what the last operation left.
 func (t *rfTask) rd(r *operation.Run) *freshReader {
-	return newFreshReader(t.c.reader(t.caps), r.Floor(), t.h.cfg.VerifyTimeout, r.Log)
+	if t.fresh == nil {
+		t.fresh = newFreshReader(t.c.reader(t.caps), r.Floor(), t.h.cfg.VerifyTimeout, r.Log)
+	}
+	return t.fresh
 }
 
 // ours says whether an ongoing reassignment is this operation's: the journal lists it as

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -29,11 +30,20 @@ type snapshotReader interface {
 // shows one of them older (a broker whose metadata lags: a lower leader epoch, or the same
 // epoch and other replicas) is read again, backing off, for at most wait; after that the
 // read stands (the partition was changed since by someone else, at the same epoch).
+//
+// A partition meets the floor once: the read that showed it at least as new is the
+// operation's starting point, and the operation's own writes may put the partition back to
+// what it was before the last operation, at the same epoch (KRaft bumps no leader epoch for
+// a replica added or removed: 1,2,3 → 1,2 → 1,2,3), which the floor alone cannot tell from
+// a lagging read. Later reads of that partition (its verification) wait for the plan
+// instead.
 type freshReader struct {
-	rd    clusterReader
-	floor map[model.TopicPartition]model.Seen
-	wait  time.Duration
-	log   *zap.Logger
+	rd   clusterReader
+	wait time.Duration
+	log  *zap.Logger
+
+	mu    sync.Mutex
+	floor map[model.TopicPartition]model.Seen // partitions not yet read at least as new
 }
 
 // clusterReader reads a cluster's placement and its ongoing reassignments (kafka.Reader).
@@ -63,11 +73,13 @@ func (f *freshReader) Snapshot(ctx context.Context, topics ...string) (*model.Sn
 		}
 		stale := f.stale(snap)
 		if stale == nil {
+			f.met(snap)
 			return snap, nil
 		}
 		if time.Now().After(deadline) {
 			f.log.Warn("a partition the last operation changed still reads older than it left it; taking the read as the cluster's (changed since by someone else?)",
 				zap.Stringer("partition", stale.TopicPartition), zap.Int32s("replicas", stale.Replicas), zap.Int32("leader_epoch", stale.LeaderEpoch))
+			f.met(snap)
 			return snap, nil
 		}
 		select {
@@ -83,8 +95,21 @@ func (f *freshReader) Reassignments(ctx context.Context, topics []string) (map[m
 	return f.rd.Reassignments(ctx, topics)
 }
 
+// met drops from the floor the partitions snap shows: they are read (see freshReader).
+func (f *freshReader) met(snap *model.Snapshot) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for tp := range f.floor {
+		if _, ok := snap.Partition(tp); ok {
+			delete(f.floor, tp)
+		}
+	}
+}
+
 // stale returns a partition the snapshot shows older than the floor, or nil.
 func (f *freshReader) stale(snap *model.Snapshot) *model.Partition {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for tp, seen := range f.floor {
 		if p, ok := snap.Partition(tp); ok && seen.Older(p) {
 			return &p

@@ -23,8 +23,8 @@
 //     over it.
 //   - Writes are revision-checked (compare-and-set on the entry's last revision): a worker
 //     that lost its lock and did not notice yet cannot overwrite the entry once the next
-//     holder adopted it; its write fails with ErrFenced, and it must stop.
-//   - Before every write the lease check given to Begin/Adopt runs: once the holder knows
+//     holder took it over; its write fails with ErrFenced, and it must stop.
+//   - Before every write the lease check given to Begin or TakeOver runs: once the holder knows
 //     its lock is lost, it writes nothing, not even to the journal.
 //   - A journal write happens before the cluster write it describes. So the entry may claim
 //     a write that never happened (the worker died in between), never the reverse: whoever

@@ -18,6 +18,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -352,17 +353,28 @@ func (e *Env) ResumeBroker(t testing.TB, cluster string, id int32) {
 	}
 }
 
-// StopCluster stops every broker of a cluster gracefully, the controllers of a KRaft
-// cluster with them: the cluster is down. StartCluster brings it back.
+// StopCluster stops every broker of a cluster gracefully and at once, the controllers of a
+// KRaft cluster with them: the cluster is down. StartCluster brings it back. At once, as
+// a cluster goes down: one node after the other, the last KRaft node has no quorum left
+// to grant its controlled shutdown, and waits for it until it is killed (a minute, then a
+// log recovery at the next start).
 func (e *Env) StopCluster(t testing.TB, cluster string) {
 	t.Helper()
 	e.mustBeExclusive(t)
 	c := e.Cluster(t, cluster)
 	CountFault()
-	for _, b := range c.Brokers {
-		if err := e.Stack.Stop(t.Context(), c.ServerName(b.ID)); err != nil {
-			t.Fatalf("stop %s: %v", c.ServerName(b.ID), err)
-		}
+	errs := make([]error, len(c.Brokers))
+	var wg sync.WaitGroup
+	for i, b := range c.Brokers {
+		wg.Go(func() {
+			if err := e.Stack.Stop(t.Context(), c.ServerName(b.ID)); err != nil {
+				errs[i] = fmt.Errorf("stop %s: %w", c.ServerName(b.ID), err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 }
 
