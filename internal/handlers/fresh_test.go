@@ -10,6 +10,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/plan"
 )
 
 // reads is a cluster whose reads come from a script: each Snapshot returns the next.
@@ -68,33 +69,38 @@ func TestFreshReader(t *testing.T) {
 	}
 }
 
-// The floor is met once per partition: after a read that shows a partition at least as
-// new as the last operation left it, the operation's own change may put it back to what
-// it was before that operation at the same epoch (KRaft: 1,2,3 → 1,2 → 1,2,3 bumps no
-// leader epoch). Its verification reads take that at once instead of waiting the whole
-// wait for a lag that is not there (each raise after a lowering waited 30s per read).
-func TestFreshReaderFloorIsMetOnce(t *testing.T) {
+// A read that shows a partition as the operation plans it is never older than the floor:
+// the operation's own change may put it back to what it was before the last operation at
+// the same epoch (KRaft: 1,2,3 → 1,2 → 1,2,3 bumps no leader epoch). Its verification
+// reads take that at once instead of waiting the whole wait for a lag that is not there
+// (each raise after a lowering waited 30s per read); a read showing the state before the
+// last operation that is not the plan still waits.
+func TestFreshReaderTakesThePlanAsNew(t *testing.T) {
 	tp := model.TopicPartition{Topic: "orders", Partition: 0}
 	lowered := model.Seen{TopicPartition: tp, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 1, Before: []int32{1, 2, 3}}
 	asLeft := model.Partition{TopicPartition: tp, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 1}
 	raisedAgain := model.Partition{TopicPartition: tp, Replicas: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 1}
-	other := model.TopicPartition{Topic: "payments", Partition: 0}
-	r := &reads{script: []model.Partition{asLeft, raisedAgain}}
-	f := newFreshReader(r, []model.Seen{lowered, {TopicPartition: other, Replicas: []int32{2}, LeaderEpoch: 3, Before: []int32{1}}}, time.Minute, zap.NewNop())
-	for i, want := range [][]int32{{1, 2}, {1, 2, 3}} {
-		snap, err := f.Snapshot(t.Context(), "orders")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p, _ := snap.Partition(tp); !slices.Equal(p.Replicas, want) {
-			t.Fatalf("read %d: %v, want %v", i, p.Replicas, want)
-		}
-	}
-	if r.n != 2 {
-		t.Errorf("%d reads for two snapshots: the operation's own raise was taken for a lagging read", r.n)
-	}
-	// A partition no read showed yet is still held to the floor.
-	if _, ok := f.floor[other]; !ok || len(f.floor) != 1 {
-		t.Errorf("floor left: %v, want only %s", f.floor, other)
+	for _, tc := range []struct {
+		name   string
+		target []int32
+		reads  int
+	}{
+		{"the plan raises it again", []int32{1, 2, 3}, 2},
+		{"the plan is elsewhere", []int32{1, 2, 4}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &reads{script: []model.Partition{asLeft, raisedAgain, asLeft}}
+			f := newFreshReader(r, []model.Seen{lowered}, time.Minute, zap.NewNop())
+			if _, err := f.Snapshot(t.Context(), "orders"); err != nil { // the plan's read
+				t.Fatal(err)
+			}
+			f.plan([]plan.Change{{TopicPartition: tp, ReplicasBefore: []int32{1, 2}, ReplicasAfter: tc.target}})
+			if _, err := f.Snapshot(t.Context(), "orders"); err != nil {
+				t.Fatal(err)
+			}
+			if r.n != tc.reads {
+				t.Errorf("%d reads, want %d", r.n, tc.reads)
+			}
+		})
 	}
 }

@@ -81,7 +81,7 @@ func TestLargeOperations(t *testing.T) {
 	rf := wait(t, f.publish(f.event(events.TypeReplicaChangeRequested, rfData(topic, 1, nil))), 10*time.Minute)
 	t.Logf("replication factor 2 -> 1 of %d partitions: %s in %s", largePartitions, rf.Status, time.Since(start).Round(time.Millisecond))
 	if rf.Status != events.StatusSucceeded || len(rf.Changes) != largePartitions || len(rf.Skipped) != 0 {
-		t.Fatalf("lowering: %s (%q), %d changes, %d skipped", rf.Status, rf.Error, len(rf.Changes), len(rf.Skipped))
+		t.Fatalf("lowering: %s (%q), %d changes, %d skipped (first: %v)", rf.Status, rf.Error, len(rf.Changes), len(rf.Skipped), rf.Skipped[:min(3, len(rf.Skipped))])
 	}
 	if rf.Truncated == nil {
 		t.Error("a result of 10,000 changes stored whole in one message, past the default max_payload?")

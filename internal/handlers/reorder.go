@@ -65,6 +65,9 @@ func (o *reorderOp) rd(r *operation.Run) *freshReader {
 	if o.fresh == nil {
 		o.fresh = newFreshReader(o.c.reader(o.caps), r.Floor(), o.h.cfg.VerifyTimeout, r.Log)
 	}
+	if r.Op != nil {
+		o.fresh.plan(r.Entry().Changes)
+	}
 	return o.fresh
 }
 

@@ -93,6 +93,9 @@ func (t *rfTask) rd(r *operation.Run) *freshReader {
 	if t.fresh == nil {
 		t.fresh = newFreshReader(t.c.reader(t.caps), r.Floor(), t.h.cfg.VerifyTimeout, r.Log)
 	}
+	if r.Op != nil {
+		t.fresh.plan(r.Entry().Changes)
+	}
 	return t.fresh
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -31,19 +30,20 @@ type snapshotReader interface {
 // epoch and other replicas) is read again, backing off, for at most wait; after that the
 // read stands (the partition was changed since by someone else, at the same epoch).
 //
-// A partition meets the floor once: the read that showed it at least as new is the
-// operation's starting point, and the operation's own writes may put the partition back to
-// what it was before the last operation, at the same epoch (KRaft bumps no leader epoch for
-// a replica added or removed: 1,2,3 → 1,2 → 1,2,3), which the floor alone cannot tell from
-// a lagging read. Later reads of that partition (its verification) wait for the plan
-// instead.
+// A read that shows a partition as the operation itself plans it (target) is never
+// older: the operation's own change may put a partition back to what it was before the
+// last operation, at the same epoch (KRaft bumps no leader epoch for a replica added or
+// removed: 1,2,3 → 1,2 → 1,2,3), which the floor alone cannot tell from a lagging read;
+// its verification then waited the whole wait on every read.
 type freshReader struct {
-	rd   clusterReader
-	wait time.Duration
-	log  *zap.Logger
+	rd    clusterReader
+	floor map[model.TopicPartition]model.Seen
+	wait  time.Duration
+	log   *zap.Logger
 
-	mu    sync.Mutex
-	floor map[model.TopicPartition]model.Seen // partitions not yet read at least as new
+	// target is the operation's planned replicas of each partition, once it has a plan
+	// (plan).
+	target map[model.TopicPartition][]int32
 }
 
 // clusterReader reads a cluster's placement and its ongoing reassignments (kafka.Reader).
@@ -73,13 +73,11 @@ func (f *freshReader) Snapshot(ctx context.Context, topics ...string) (*model.Sn
 		}
 		stale := f.stale(snap)
 		if stale == nil {
-			f.met(snap)
 			return snap, nil
 		}
 		if time.Now().After(deadline) {
 			f.log.Warn("a partition the last operation changed still reads older than it left it; taking the read as the cluster's (changed since by someone else?)",
 				zap.Stringer("partition", stale.TopicPartition), zap.Int32s("replicas", stale.Replicas), zap.Int32("leader_epoch", stale.LeaderEpoch))
-			f.met(snap)
 			return snap, nil
 		}
 		select {
@@ -95,23 +93,24 @@ func (f *freshReader) Reassignments(ctx context.Context, topics []string) (map[m
 	return f.rd.Reassignments(ctx, topics)
 }
 
-// met drops from the floor the partitions snap shows: they are read (see freshReader).
-func (f *freshReader) met(snap *model.Snapshot) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for tp := range f.floor {
-		if _, ok := snap.Partition(tp); ok {
-			delete(f.floor, tp)
+// plan tells the reader the operation's planned changes (see freshReader); a reader
+// without a plan holds every read to the floor.
+func (f *freshReader) plan(changes []plan.Change) {
+	if f.target != nil || len(f.floor) == 0 {
+		return
+	}
+	f.target = make(map[model.TopicPartition][]int32, len(changes))
+	for _, ch := range changes {
+		if _, ok := f.floor[ch.TopicPartition]; ok {
+			f.target[ch.TopicPartition] = ch.ReplicasAfter
 		}
 	}
 }
 
 // stale returns a partition the snapshot shows older than the floor, or nil.
 func (f *freshReader) stale(snap *model.Snapshot) *model.Partition {
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	for tp, seen := range f.floor {
-		if p, ok := snap.Partition(tp); ok && seen.Older(p) {
+		if p, ok := snap.Partition(tp); ok && seen.Older(p) && !(f.target[tp] != nil && slices.Equal(p.Replicas, f.target[tp])) {
 			return &p
 		}
 	}
