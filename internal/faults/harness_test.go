@@ -200,13 +200,13 @@ func startProc(t *testing.T, name, yaml string, pauseAt ...string) *proc {
 	}()
 	t.Cleanup(func() {
 		p.stop()
-		// Its output is logged when the test failed, or always with
-		// KAFKAMENDER_TEST_WORKER_LOGS set (where a passing test spends its time).
 		// A worker built with -race reports a race on its output and goes on; it would
 		// exit with status 66 only at a normal exit, and the tests end it with SIGKILL.
 		if out := p.out.String(); strings.Contains(out, "WARNING: DATA RACE") {
 			t.Errorf("worker %s reported a data race (see its output)", name)
 		}
+		// Its output is logged when the test failed, or always with
+		// KAFKAMENDER_TEST_WORKER_LOGS set (where a passing test spends its time).
 		if t.Failed() || os.Getenv("KAFKAMENDER_TEST_WORKER_LOGS") != "" {
 			t.Logf("=== worker %s output ===\n%s", name, p.out.String())
 		}
