@@ -162,9 +162,14 @@ func TestSecureStack(t *testing.T) {
 		if res.Status != events.StatusSucceeded || res.Strategy != "api" {
 			t.Fatalf("preferred leader: %s (strategy %q): %s", res.Status, res.Strategy, res.Error)
 		}
-		if p := partition(t, env, cl, pref, 1); p.Replicas[0] != 3 || p.Leader != 3 {
-			t.Fatalf("partition 1 of %s after the change: replicas %v, leader %d; want broker 3 first and leading", pref, p.Replicas, p.Leader)
-		}
+		// Eventually: the worker verified on a fresh read, but the broker this client asks
+		// may lag the controller a moment (ZooKeeper mode).
+		testenv.Eventually(t, 30*time.Second, func() error {
+			if p := partition(t, env, cl, pref, 1); p.Replicas[0] != 3 || p.Leader != 3 {
+				return fmt.Errorf("partition 1 of %s after the change: replicas %v, leader %d; want broker 3 first and leading", pref, p.Replicas, p.Leader)
+			}
+			return nil
+		})
 
 		hot := testenv.Name(t, "sec-hot")
 		testenv.CreateTopic(t, cl, hot, [][]int32{{1, 2}, {1, 3}, {1, 4}, {1, 2}, {1, 3}, {1, 4}}, nil)
@@ -172,18 +177,21 @@ func TestSecureStack(t *testing.T) {
 		if res.Status != events.StatusSucceeded {
 			t.Fatalf("broker-overloaded: %s: %s", res.Status, res.Error)
 		}
-		led := 0
-		for _, p := range env.Partitions(t, "local", cl, hot) {
-			if p.Leader == 1 {
-				led++
+		testenv.Eventually(t, 30*time.Second, func() error {
+			led := 0
+			for _, p := range env.Partitions(t, "local", cl, hot) {
+				if p.Leader == 1 {
+					led++
+				}
+				if p.Leader != p.Replicas[0] {
+					return fmt.Errorf("%s-%d: leader %d, not its preferred replica %v", hot, p.Partition, p.Leader, p.Replicas)
+				}
 			}
-			if p.Leader != p.Replicas[0] {
-				t.Errorf("%s-%d: leader %d, not its preferred replica %v", hot, p.Partition, p.Leader, p.Replicas)
+			if led >= 6 || len(res.Changes) != 6-led {
+				return fmt.Errorf("broker 1 leads %d of 6 partitions after the shed, with %d changes reported", led, len(res.Changes))
 			}
-		}
-		if led >= 6 || len(res.Changes) != 6-led {
-			t.Fatalf("broker 1 leads %d of 6 partitions after the shed, with %d changes reported", led, len(res.Changes))
-		}
+			return nil
+		})
 
 		rf := testenv.Name(t, "sec-rf")
 		testenv.CreateTopic(t, cl, rf, [][]int32{{1, 2}, {2, 3}, {3, 4}}, nil)
@@ -192,11 +200,14 @@ func TestSecureStack(t *testing.T) {
 		if res.Status != events.StatusSucceeded || len(res.Changes) != 3 {
 			t.Fatalf("replication factor 2 -> 3: %s with %d changes: %s", res.Status, len(res.Changes), res.Error)
 		}
-		for _, p := range env.Partitions(t, "local", cl, rf) {
-			if len(p.Replicas) != 3 || len(p.ISR) != 3 {
-				t.Errorf("%s-%d: replicas %v, in sync %v; want 3 of each", rf, p.Partition, p.Replicas, p.ISR)
+		testenv.Eventually(t, 30*time.Second, func() error {
+			for _, p := range env.Partitions(t, "local", cl, rf) {
+				if len(p.Replicas) != 3 || len(p.ISR) != 3 {
+					return fmt.Errorf("%s-%d: replicas %v, in sync %v; want 3 of each", rf, p.Partition, p.Replicas, p.ISR)
+				}
 			}
-		}
+			return nil
+		})
 		if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
 			t.Errorf("throttles left on the brokers: %v", th)
 		}
