@@ -50,27 +50,8 @@ func CreateTopic(t testing.TB, cl *kgo.Client, topic string, assignment [][]int3
 	adm := kadm.NewClient(cl)
 	Eventually(t, 60*time.Second, func() error {
 		// Every broker must know the topic, so code under test, asking any of them, does.
-		brokers, err := adm.BrokerMetadata(t.Context())
-		if err != nil {
+		if err := knownByAll(t.Context(), cl, topic, len(assignment)); err != nil {
 			return err
-		}
-		for _, b := range brokers.Brokers {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), cl.Broker(int(b.NodeID)))
-			if err != nil {
-				return err
-			}
-			if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != len(assignment) {
-				return fmt.Errorf("broker %d does not know topic %s yet", b.NodeID, topic)
-			}
-			for _, p := range resp.Topics[0].Partitions {
-				if p.Leader < 0 {
-					return fmt.Errorf("broker %d: %s-%d has no leader yet", b.NodeID, topic, p.Partition)
-				}
-			}
 		}
 		md, err := adm.Metadata(t.Context(), topic)
 		if err != nil {
@@ -127,4 +108,32 @@ func OtherLogDir(dirs [2]string, dir string) string {
 		return dirs[1]
 	}
 	return dirs[0]
+}
+
+// knownByAll returns nil once every broker's metadata lists the partitions of topic, each
+// with a leader.
+func knownByAll(ctx context.Context, cl *kgo.Client, topic string, partitions int) error {
+	brokers, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return err
+	}
+	for _, b := range brokers.Brokers {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+		if err != nil {
+			return err
+		}
+		if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != partitions {
+			return fmt.Errorf("broker %d does not know the %d partitions of %s yet", b.NodeID, partitions, topic)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.Leader < 0 {
+				return fmt.Errorf("broker %d: %s-%d has no leader yet", b.NodeID, topic, p.Partition)
+			}
+		}
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -52,36 +51,13 @@ func CreateLargeTopic(t testing.TB, cl *kgo.Client, topic string, assignment [][
 			}
 		}
 	}
-	adm := kadm.NewClient(cl)
-	Eventually(t, 5*time.Minute, func() error {
-		brokers, err := adm.BrokerMetadata(t.Context())
-		if err != nil {
-			return err
-		}
-		for _, b := range brokers.Brokers {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(t.Context(), cl.Broker(int(b.NodeID)))
-			if err != nil {
-				return err
-			}
-			if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != len(assignment) {
-				return fmt.Errorf("broker %d does not know the %d partitions of %s yet", b.NodeID, len(assignment), topic)
-			}
-			for _, p := range resp.Topics[0].Partitions {
-				if p.Leader < 0 {
-					return fmt.Errorf("broker %d: %s-%d has no leader yet", b.NodeID, topic, p.Partition)
-				}
-			}
-		}
-		return nil
-	})
+	Eventually(t, 5*time.Minute, func() error { return knownByAll(t.Context(), cl, topic, len(assignment)) })
 }
 
-// deleteAndWait deletes topic and waits until no broker knows it: a large topic takes a
-// while to go, and the next test should not find the brokers busy with it.
+// deleteAndWait deletes topic and waits until no broker knows it, then until every broker
+// learns a new topic again: a large topic takes a while to go, the brokers stay busy with
+// it for a while after (a KRaft broker took over a minute to learn the next test's
+// topic), and the next test should not find them so.
 func deleteAndWait(t testing.TB, cl *kgo.Client, topic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -92,9 +68,34 @@ func deleteAndWait(t testing.TB, cl *kgo.Client, topic string) {
 	for ctx.Err() == nil {
 		known, err := kafka.KnownBy(ctx, cl, []string{topic})
 		if err == nil && len(known) == 0 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if ctx.Err() != nil {
+		t.Logf("topic %s still known 5 minutes after its deletion", topic)
+		return
+	}
+	brokers, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		t.Logf("after deleting %s: %v", topic, err)
+		return
+	}
+	var all []int32
+	for _, b := range brokers.Brokers {
+		all = append(all, b.NodeID)
+	}
+	probe := topic + "-probe"
+	if err := kafka.CreateTopic(ctx, cl, probe, [][]int32{all}, nil); err != nil {
+		t.Logf("after deleting %s: %v", topic, err)
+		return
+	}
+	defer func() { _, _ = kadm.NewClient(cl).DeleteTopic(context.Background(), probe) }()
+	for ctx.Err() == nil {
+		if knownByAll(ctx, cl, probe, 1) == nil {
 			return
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("topic %s still known 5 minutes after its deletion", topic)
+	t.Logf("the brokers did not all learn a new topic within 5 minutes of deleting %s", topic)
 }
