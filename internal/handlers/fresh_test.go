@@ -25,6 +25,10 @@ func (r *reads) Snapshot(context.Context, ...string) (*model.Snapshot, error) {
 	return &model.Snapshot{Topics: map[string][]model.Partition{p.Topic: {p}}}, nil
 }
 
+func (r *reads) Placement(ctx context.Context, topics ...string) (*model.Snapshot, error) {
+	return r.Snapshot(ctx, topics...)
+}
+
 func (r *reads) Reassignments(context.Context, []string) (map[model.TopicPartition]kafka.Reassignment, error) {
 	return nil, nil
 }

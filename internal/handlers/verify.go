@@ -49,6 +49,9 @@ type freshReader struct {
 // clusterReader reads a cluster's placement and its ongoing reassignments (kafka.Reader).
 type clusterReader interface {
 	snapshotReader
+	// Placement is Snapshot without the ongoing reassignments, where the cluster lists
+	// them apart (see kafka.Reader.Placement).
+	Placement(ctx context.Context, topics ...string) (*model.Snapshot, error)
 	Reassignments(ctx context.Context, topics []string) (map[model.TopicPartition]kafka.Reassignment, error)
 }
 
@@ -65,9 +68,24 @@ func newFreshReader(rd clusterReader, floor []model.Seen, wait time.Duration, lo
 
 // Snapshot implements snapshotReader.
 func (f *freshReader) Snapshot(ctx context.Context, topics ...string) (*model.Snapshot, error) {
+	return f.read(ctx, f.rd.Snapshot, topics)
+}
+
+// placements reads as Snapshot does, without the ongoing reassignments (one request
+// instead of two: see kafka.Reader.Placement): for verifying reorders only, whose
+// reassignments complete at once.
+func (f *freshReader) placements() snapshotReader { return placementReader{f} }
+
+type placementReader struct{ f *freshReader }
+
+func (p placementReader) Snapshot(ctx context.Context, topics ...string) (*model.Snapshot, error) {
+	return p.f.read(ctx, p.f.rd.Placement, topics)
+}
+
+func (f *freshReader) read(ctx context.Context, read func(context.Context, ...string) (*model.Snapshot, error), topics []string) (*model.Snapshot, error) {
 	deadline := time.Now().Add(f.wait)
 	for i := 0; ; i++ {
-		snap, err := f.rd.Snapshot(ctx, topics...)
+		snap, err := read(ctx, topics...)
 		if err != nil {
 			return nil, err
 		}

@@ -85,6 +85,20 @@ func (r Reader) Snapshot(ctx context.Context, topics ...string) (_ *Snapshot, er
 	return s, nil
 }
 
+// Placement reads what the metadata shows (brokers, replicas, leaders, ISR) without asking
+// which reassignments are ongoing: one round trip instead of two, for a read that need not
+// tell a running reassignment from a finished one. A reorder's verification is one: its
+// reassignment adds and removes nothing, and completes at once (the controller finishes it
+// within the request, the replicas all in sync). Before 2.4 it is Snapshot: such a
+// controller shows a reassignment's target at once, and the znode is cheap to read.
+func (r Reader) Placement(ctx context.Context, topics ...string) (_ *Snapshot, err error) {
+	if r.fromZnode() {
+		return r.Snapshot(ctx, topics...)
+	}
+	defer func() { err = classify(err) }()
+	return readSnapshot(ctx, r.Client, false, topics)
+}
+
 // Reassignments lists the ongoing reassignments of the named topics, or of the whole
 // cluster when topics is nil: through the API (2.4+), or from /admin/reassign_partitions
 // (Target set, the rest unknown).

@@ -185,6 +185,13 @@ type topicPermissions struct {
 	missing map[string][]kmsg.ACLOperation
 }
 
+// connIdle is how long a connection to a broker stays open unused. franz-go closes one
+// after 20s by default, so an event after a quiet spell paid a new connection (TCP, TLS,
+// SASL, ApiVersions: 2–8 ms on loopback, more across a network) to each broker its reads
+// happened to ask; brokers close connections idle for connections.max.idle.ms (10 min by
+// default), so keep them for less than that.
+const connIdle = 5 * time.Minute
+
 // newKafkaCluster builds the clients of one cluster. franz-go dials lazily,
 // so a cluster that is down does not fail this; the first probe says so.
 func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, error) {
@@ -195,6 +202,7 @@ func newKafkaCluster(cl *config.Cluster, logger *zap.Logger) (*kafkaCluster, err
 	client, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(cl.BootstrapServers...),
 		kgo.ClientID("kafkamender"),
+		kgo.ConnIdleTimeout(connIdle),
 		kgo.WithLogger(kzap.New(logger.Named("kafka").With(zap.String("cluster", cl.Name)))),
 	}, security...)...)
 	if err != nil {
