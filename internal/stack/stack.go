@@ -401,18 +401,8 @@ func (s *Stack) Down(ctx context.Context) error {
 	defer unlock()
 	all := servers()
 	// Brokers and NATS together, ZooKeeper last so the ZooKeeper-mode brokers can deregister.
-	var wg sync.WaitGroup
-	errs := make([]error, len(all))
-	for i, srv := range all[1:] {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i+1] = s.stop(ctx, srv, 15*time.Second)
-		}()
-	}
-	wg.Wait()
-	errs[0] = s.stop(ctx, all[0], 15*time.Second)
-	if err := errors.Join(errs...); err != nil {
+	rest := s.stopAll(ctx, all[1:], 15*time.Second)
+	if err := errors.Join(s.stopAll(ctx, all[:1], 15*time.Second), rest); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(s.stateDir); err != nil {
@@ -420,6 +410,22 @@ func (s *Stack) Down(ctx context.Context) error {
 	}
 	s.logf("stack is down; removed %s", s.stateDir)
 	return nil
+}
+
+// stopAll stops the servers at once, each as stop does, and waits until all have exited.
+// A failure names its server.
+func (s *Stack) stopAll(ctx context.Context, srvs []server, grace time.Duration) error {
+	errs := make([]error, len(srvs))
+	var wg sync.WaitGroup
+	for i, srv := range srvs {
+		wg.Go(func() {
+			if err := s.stop(ctx, srv, grace); err != nil {
+				errs[i] = fmt.Errorf("stop %s: %w", srv.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // stop sends SIGTERM, waits up to grace for the server to exit, then kills it.
@@ -541,6 +547,20 @@ func (s *Stack) Stop(ctx context.Context, name string) error {
 		return err
 	}
 	return s.stop(ctx, srv, time.Minute)
+}
+
+// StopServers stops the named servers gracefully as Stop does, all at once, and waits until
+// all have exited. A failure names its server.
+func (s *Stack) StopServers(ctx context.Context, names ...string) error {
+	srvs := make([]server, len(names))
+	for i, name := range names {
+		srv, err := lookupServer(name)
+		if err != nil {
+			return err
+		}
+		srvs[i] = srv
+	}
+	return s.stopAll(ctx, srvs, time.Minute)
 }
 
 // Kill kills one server with SIGKILL (a crash: no controlled shutdown) and waits until it

@@ -18,7 +18,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -363,17 +362,11 @@ func (e *Env) StopCluster(t testing.TB, cluster string) {
 	e.mustBeExclusive(t)
 	c := e.Cluster(t, cluster)
 	CountFault()
-	errs := make([]error, len(c.Brokers))
-	var wg sync.WaitGroup
+	names := make([]string, len(c.Brokers))
 	for i, b := range c.Brokers {
-		wg.Go(func() {
-			if err := e.Stack.Stop(t.Context(), c.ServerName(b.ID)); err != nil {
-				errs[i] = fmt.Errorf("stop %s: %w", c.ServerName(b.ID), err)
-			}
-		})
+		names[i] = c.ServerName(b.ID)
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := e.Stack.StopServers(t.Context(), names...); err != nil {
 		t.Fatal(err)
 	}
 }
