@@ -36,16 +36,7 @@ func TestScaleOperationsThroughTheEngine(t *testing.T) {
 	}
 	shape := scale.Shape100k
 	shape.Big = 10_000 // the raised topic
-	fc, err := scale.Start(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fc.Close()
-	cl, err := fc.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := handlers.ScaleClient(t, handlers.StartScale(t, shape))
 
 	_, nc := testenv.InProcessNATS(t)
 	js, err := jetstream.New(nc)

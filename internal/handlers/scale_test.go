@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafkamender/kafkamender/internal/kafka"
@@ -37,11 +38,7 @@ func BenchmarkScale100k(b *testing.B) { benchScale(b, scale.Shape100k) }
 func BenchmarkScale10k(b *testing.B) { benchScale(b, scale.Shape100k.Scaled(10_000)) }
 
 func benchScale(b *testing.B, shape scale.Shape) {
-	fc, err := scale.Start(shape)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer fc.Close()
+	fc := StartScale(b, shape)
 	var sum scalePhases
 	var last *scaleRun
 	for i := 0; i < b.N; i++ {
@@ -79,6 +76,29 @@ func benchScale(b *testing.B, shape scale.Shape) {
 		"heap: %.0f MB live before the read (the fake's model), peak %.0f MB (%.0f MB while applying); per phase: %s",
 		last.partitions, p.read.Seconds()/n, p.shedPlan.Seconds()/n, p.rfPlan.Seconds()/n, p.verify.Seconds()/n, p.apply.Seconds()/n,
 		float64(last.base)/(1<<20), float64(p.peak)/(1<<20), float64(p.applyPeak)/(1<<20), last.allocs)
+}
+
+// StartScale starts the fake of shape (package scale) and closes it when tb ends (a
+// benchmark: each of its runs). Exported for the scale tests of package handlers_test.
+func StartScale(tb testing.TB, shape scale.Shape) *scale.Cluster {
+	tb.Helper()
+	fc, err := scale.Start(shape)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(fc.Close)
+	return fc
+}
+
+// ScaleClient returns a client of fc, closed when tb ends.
+func ScaleClient(tb testing.TB, fc *scale.Cluster) *kgo.Client {
+	tb.Helper()
+	cl, err := fc.Client()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
 }
 
 // scalePhases are the durations of a run's phases, and its heap.
@@ -321,11 +341,7 @@ func (m *heapSampler) stop() uint64 {
 // seconds, under the race detector too).
 func TestScalePlans(t *testing.T) {
 	shape := scale.Shape100k
-	fc, err := scale.Start(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fc.Close()
+	fc := StartScale(t, shape)
 	r, err := runScale(t.Context(), fc)
 	if err != nil {
 		t.Fatal(err)
@@ -343,12 +359,7 @@ func TestScalePlans(t *testing.T) {
 	}
 	// A fresh read of the whole cluster: the broker leads and heads nothing (but in the
 	// raised topic, which the shed left out).
-	cl, err := fc.Client()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	after, err := kafka.ReadSnapshot(t.Context(), cl)
+	after, err := kafka.ReadSnapshot(t.Context(), ScaleClient(t, fc))
 	if err != nil {
 		t.Fatal(err)
 	}
