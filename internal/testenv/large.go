@@ -65,14 +65,11 @@ func deleteAndWait(t testing.TB, cl *kgo.Client, topic string) {
 		t.Logf("delete topic %s: %v", topic, err)
 		return
 	}
-	for ctx.Err() == nil {
+	gone := func() bool {
 		known, err := kafka.KnownBy(ctx, cl, []string{topic})
-		if err == nil && len(known) == 0 {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
+		return err == nil && len(known) == 0
 	}
-	if ctx.Err() != nil {
+	if !pollUntil(ctx, gone) {
 		t.Logf("topic %s still known 5 minutes after its deletion", topic)
 		return
 	}
@@ -91,11 +88,19 @@ func deleteAndWait(t testing.TB, cl *kgo.Client, topic string) {
 		return
 	}
 	defer func() { _, _ = kadm.NewClient(cl).DeleteTopic(context.Background(), probe) }()
+	if !pollUntil(ctx, func() bool { return knownByAll(ctx, cl, probe, 1) == nil }) {
+		t.Logf("the brokers did not all learn a new topic within 5 minutes of deleting %s", topic)
+	}
+}
+
+// pollUntil calls done every 500ms until it returns true (then true) or ctx ends (then
+// false). Not poll: deleteAndWait runs in a Cleanup, when the test's context has ended.
+func pollUntil(ctx context.Context, done func() bool) bool {
 	for ctx.Err() == nil {
-		if knownByAll(ctx, cl, probe, 1) == nil {
-			return
+		if done() {
+			return true
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("the brokers did not all learn a new topic within 5 minutes of deleting %s", topic)
+	return false
 }
