@@ -15,6 +15,7 @@ import (
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -36,6 +37,7 @@ type kube struct {
 	deployments     []appsv1.Deployment
 	services        []corev1.Service
 	pdbs            []policyv1.PodDisruptionBudget
+	networkPolicies []networkingv1.NetworkPolicy
 	serviceMonitors []monitoringv1.ServiceMonitor
 	prometheusRules []monitoringv1.PrometheusRule
 }
@@ -68,6 +70,10 @@ func (k *kube) decodeObject(t testing.TB, name string, data []byte) {
 		var o policyv1.PodDisruptionBudget
 		decodeStrict(t, name, data, &o)
 		k.pdbs = append(k.pdbs, o)
+	case "networking.k8s.io/v1 NetworkPolicy":
+		var o networkingv1.NetworkPolicy
+		decodeStrict(t, name, data, &o)
+		k.networkPolicies = append(k.networkPolicies, o)
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		var o monitoringv1.ServiceMonitor
 		decodeStrict(t, name, data, &o)
@@ -217,6 +223,7 @@ func kubernetesWorker(t testing.TB) kubeWorker {
 		if !ok {
 			t.Fatalf("ConfigMap %s has no key %s", v.ConfigMap.Name, key)
 		}
+		data = withSecretsMounted(t, d.Spec.Template.Spec, c, data)
 		cfg, err := config.Parse([]byte(data))
 		if err != nil {
 			t.Fatalf("ConfigMap %s key %s (without any environment override): %v", v.ConfigMap.Name, key, err)
@@ -445,3 +452,78 @@ func portIs(p intstr.IntOrString, cp corev1.ContainerPort) bool {
 }
 
 func isTrue(b *bool) bool { return b != nil && *b }
+
+// withSecretsMounted returns the configuration text with every path under a Secret
+// volume's mount (a *_file the worker reads at start-up) moved to a temporary directory
+// holding each item of the Secret as the kubelet would mount it: a file, here with a
+// placeholder value. A path under such a mount that is not one of its items stays, and
+// fails to load.
+func withSecretsMounted(t testing.TB, pod corev1.PodSpec, c corev1.Container, cfg string) string {
+	t.Helper()
+	for _, vm := range c.VolumeMounts {
+		i := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == vm.Name })
+		if i < 0 || pod.Volumes[i].Secret == nil {
+			continue
+		}
+		dir := t.TempDir()
+		for _, it := range pod.Volumes[i].Secret.Items {
+			if err := os.WriteFile(filepath.Join(dir, it.Path), []byte("placeholder-"+it.Key+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cfg = strings.ReplaceAll(cfg, strings.TrimSuffix(vm.MountPath, "/")+"/", dir+"/")
+	}
+	return cfg
+}
+
+// The webhook changes clusters: in the manifests it has a port of its own, needs the
+// bearer token, and the NetworkPolicy admits only Alertmanager's pods to that port, while
+// the health and metrics port stays open to probes and Prometheus.
+func TestKubernetesWebhookDoor(t *testing.T) {
+	w := kubernetesWorker(t)
+	am := w.cfg.Alertmanager
+	if !am.Authenticated() {
+		t.Errorf("%s: the webhook needs no credential", w.cfgSource)
+	}
+	_, port, err := splitHostPort(am.Listen)
+	if err != nil {
+		t.Fatalf("alertmanager.listen %q: %v", am.Listen, err)
+	}
+	i := slices.IndexFunc(w.c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "webhook" })
+	if i < 0 || fmt.Sprint(w.c.Ports[i].ContainerPort) != port {
+		t.Fatalf("container ports %v: want one named webhook, %s (alertmanager.listen)", w.c.Ports, port)
+	}
+	pods := labels.Set(w.d.Spec.Template.Labels)
+	if len(w.k.networkPolicies) != 1 {
+		t.Fatalf("%d NetworkPolicies, want 1", len(w.k.networkPolicies))
+	}
+	np := w.k.networkPolicies[0]
+	if s, err := metaSelector(&np.Spec.PodSelector); err != nil || s.Empty() || !s.Matches(pods) {
+		t.Fatalf("NetworkPolicy selects %v, not the pods %v", np.Spec.PodSelector, pods)
+	}
+	covers := func(ports []networkingv1.NetworkPolicyPort, name string) bool {
+		return len(ports) == 0 || slices.ContainsFunc(ports, func(p networkingv1.NetworkPolicyPort) bool {
+			return p.Port == nil || p.Port.String() == name
+		})
+	}
+	webhook, http := false, false
+	for _, rule := range np.Spec.Ingress {
+		if covers(rule.Ports, "webhook") {
+			webhook = true
+			if len(rule.From) == 0 {
+				t.Errorf("an ingress rule admits anyone to the webhook port: %+v", rule)
+			}
+			for _, peer := range rule.From {
+				if peer.PodSelector == nil || len(peer.PodSelector.MatchLabels) == 0 || peer.IPBlock != nil {
+					t.Errorf("an ingress rule admits more than Alertmanager's pods to the webhook port: %+v", peer)
+				}
+			}
+		}
+		if covers(rule.Ports, "http") && len(rule.From) == 0 {
+			http = true
+		}
+	}
+	if !webhook || !http {
+		t.Errorf("NetworkPolicy ingress %+v: want the webhook port admitted from Alertmanager (%v) and http from anywhere (%v)", np.Spec.Ingress, webhook, http)
+	}
+}

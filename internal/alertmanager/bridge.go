@@ -12,10 +12,22 @@
 // rule matches is counted and logged, not an error. A payload that is not a webhook
 // notification gets 400 with the reason, one over the size limit 413; NATS unreachable
 // gets 503, which Alertmanager retries.
+//
+// The webhook changes clusters, so it is guarded as a door: a request without the
+// configured credential (bearer token or basic authentication; a client certificate is
+// checked by the listener's TLS) gets 401 and publishes nothing; a notification of more
+// than max_alerts alerts gets 413, one more request than max_concurrent_requests or one
+// whose events would pass events_per_second gets 503 (Alertmanager sends it again). Each
+// alert's fingerprint must be the one Alertmanager computes from its labels, so that no
+// caller can take an event id that belongs to another alert; each event is checked with
+// the workers' own decoder, for a configured cluster, before it is published.
 package alertmanager
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,7 +39,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/common/model"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -81,19 +95,79 @@ type Publisher interface {
 
 // Bridge serves webhook notifications. Its configuration does not change after New.
 type Bridge struct {
-	cfg     config.Alertmanager
-	js      Publisher
-	log     *zap.Logger
-	metrics *metrics.Metrics
+	cfg      config.Alertmanager
+	clusters []string
+	js       Publisher
+	log      *zap.Logger
+	metrics  *metrics.Metrics
+
+	// token and basic are the SHA-256 of the credentials a request must carry (compared
+	// in constant time, whatever their length); nil when none is configured.
+	token, basic []byte
+	slots        chan struct{} // one per request handled at once
+	rate         *rate.Limiter // events published per second
 }
 
-// New builds a bridge that publishes with js and counts alerts in m (nil: not counted).
-func New(cfg config.Alertmanager, js Publisher, log *zap.Logger, m *metrics.Metrics) *Bridge {
-	return &Bridge{cfg: cfg, js: js, log: log, metrics: m}
+// New builds a bridge that publishes events for the configured clusters with js, and
+// counts alerts in m (nil: not counted).
+func New(cfg config.Alertmanager, clusters []string, js Publisher, log *zap.Logger, m *metrics.Metrics) *Bridge {
+	b := &Bridge{cfg: cfg, clusters: clusters, js: js, log: log, metrics: m,
+		slots: make(chan struct{}, max(cfg.MaxConcurrentRequests, 1)),
+		rate:  rate.NewLimiter(rate.Limit(cfg.EventsPerSecond), max(cfg.MaxAlerts, 1))}
+	if cfg.EventsPerSecond <= 0 {
+		b.rate = rate.NewLimiter(rate.Inf, 0)
+	}
+	if cfg.BearerToken.IsSet() {
+		b.token = digest("Bearer " + cfg.BearerToken.Reveal())
+	}
+	if cfg.Username != "" {
+		b.basic = digest(cfg.Username + ":" + cfg.Password.Reveal())
+	}
+	return b
+}
+
+func digest(s string) []byte {
+	d := sha256.Sum256([]byte(s))
+	return d[:]
+}
+
+// authorized reports whether r carries a configured credential (any, when none is).
+func (b *Bridge) authorized(r *http.Request) bool {
+	if b.token == nil && b.basic == nil {
+		return true
+	}
+	ok := false
+	if b.token != nil {
+		ok = subtle.ConstantTimeCompare(digest(r.Header.Get("Authorization")), b.token) == 1
+	}
+	if u, p, has := r.BasicAuth(); b.basic != nil && has {
+		ok = subtle.ConstantTimeCompare(digest(u+":"+p), b.basic) == 1 || ok
+	}
+	return ok
 }
 
 // ServeHTTP takes one webhook notification.
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !b.authorized(r) {
+		b.metrics.WebhookRefused(metrics.WebhookUnauthorized)
+		b.log.Warn("webhook request without a valid credential; refused", zap.String("remote", r.RemoteAddr))
+		if b.basic != nil {
+			w.Header().Set("WWW-Authenticate", `Basic realm="kafkamender"`)
+		} else {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="kafkamender"`)
+		}
+		http.Error(w, "a credential is required (Authorization header)", http.StatusUnauthorized)
+		return
+	}
+	select {
+	case b.slots <- struct{}{}:
+		defer func() { <-b.slots }()
+	default:
+		b.metrics.WebhookRefused(metrics.WebhookBusy)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("%d notifications in hand already (alertmanager.max_concurrent_requests); send it again", cap(b.slots)), http.StatusServiceUnavailable)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, b.cfg.MaxBytes))
 	var tooBig *http.MaxBytesError
 	switch {
@@ -109,6 +183,33 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	if b.cfg.MaxAlerts > 0 && len(n.Alerts) > b.cfg.MaxAlerts {
+		b.metrics.WebhookRefused(metrics.WebhookTooMany)
+		http.Error(w, fmt.Sprintf("%d alerts in one notification, more than alertmanager.max_alerts (%d): set Alertmanager's webhook_configs[].max_alerts to %d or less",
+			len(n.Alerts), b.cfg.MaxAlerts, b.cfg.MaxAlerts), http.StatusRequestEntityTooLarge)
+		return
+	}
+	// Every firing alert may become an event: reserve them all, or none (the notification
+	// comes again). A notification that could never fit (more than the burst) is
+	// refused by max_alerts above.
+	if firing := n.firing(); firing > 0 {
+		res := b.rate.ReserveN(time.Now(), firing)
+		if !res.OK() || res.Delay() > time.Second {
+			if res.OK() {
+				res.Cancel()
+			}
+			b.metrics.WebhookRefused(metrics.WebhookRateLimited)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("%d events would pass alertmanager.events_per_second (%g); send it again", firing, b.cfg.EventsPerSecond), http.StatusServiceUnavailable)
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			res.Cancel()
+			return
+		case <-time.After(res.Delay()):
+		}
+	}
 	resp, err := b.Handle(r.Context(), n)
 	if err != nil {
 		b.log.Warn("alertmanager notification not published; Alertmanager will send it again", zap.Error(err))
@@ -117,6 +218,17 @@ func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// firing counts the firing alerts.
+func (n *Notification) firing() int {
+	c := 0
+	for _, a := range n.Alerts {
+		if a.Status == "firing" {
+			c++
+		}
+	}
+	return c
 }
 
 // Decode parses and checks a webhook payload.
@@ -141,9 +253,23 @@ func Decode(body []byte) (*Notification, error) {
 			return nil, fmt.Errorf("alerts[%d].startsAt: missing", i)
 		case a.Status == "firing" && !events.ValidToken(a.Fingerprint):
 			return nil, fmt.Errorf("alerts[%d].fingerprint: %q is not a token", i, a.Fingerprint)
+		case a.Status == "firing" && a.Fingerprint != Fingerprint(a.Labels):
+			// The event id is made of it: an id must belong to the alert whose labels
+			// made it, not to whoever posts first.
+			return nil, fmt.Errorf("alerts[%d].fingerprint: %q is not the fingerprint of its labels (Alertmanager's is %s)", i, a.Fingerprint, Fingerprint(a.Labels))
 		}
 	}
 	return &n, nil
+}
+
+// Fingerprint is Alertmanager's fingerprint of an alert's labels (what its webhook sends as
+// fingerprint): Prometheus's FNV-1a hash of the sorted label names and values, in hex.
+func Fingerprint(labels map[string]string) string {
+	ls := make(model.LabelSet, len(labels))
+	for k, v := range labels {
+		ls[model.LabelName(k)] = model.LabelValue(v)
+	}
+	return ls.Fingerprint().String()
 }
 
 // Handle publishes the events of a notification's firing alerts. An error means NATS did
@@ -172,14 +298,22 @@ func (b *Bridge) Handle(ctx context.Context, n *Notification) (*Response, error)
 			log.Warn("alert cannot become an event", zap.Error(err))
 			continue
 		}
-		raw, err := json.Marshal(env)
+		raw, err := marshal(env)
 		if err != nil {
 			return nil, err
 		}
 		subject := events.Subject(cluster, env.Type)
+		header := nats.Header{"Content-Type": []string{events.ContentTypeCloudEventsJSON}}
+		// What the workers would say of it, said now: nothing a worker would reject is
+		// published, and never for a cluster no worker is configured for.
+		if _, err := events.Decode(subject, header, raw, events.DecodeOptions{Clusters: b.clusters}); err != nil {
+			resp.Invalid = append(resp.Invalid, fmt.Sprintf("%s (%s): %v", name, a.Fingerprint, err))
+			b.metrics.Alert(metrics.AlertInvalid)
+			log.Warn("alert makes an event the workers would reject; not published", zap.Error(err))
+			continue
+		}
 		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		ack, err := b.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: raw,
-			Header: nats.Header{"Content-Type": []string{events.ContentTypeCloudEventsJSON}}}, jetstream.WithMsgID(env.ID))
+		ack, err := b.js.PublishMsg(pctx, &nats.Msg{Subject: subject, Data: raw, Header: header}, jetstream.WithMsgID(env.ID))
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("publish the event of alert %s (%s) on %s: %w", name, a.Fingerprint, subject, err)
@@ -246,12 +380,24 @@ func (b *Bridge) event(a Alert, r config.AlertRule) (*events.Envelope, string, e
 		}
 		data["reason"] = "alertmanager: " + reason
 	}
-	raw, err := json.Marshal(data)
+	raw, err := marshal(data)
 	if err != nil {
 		return nil, "", err
 	}
 	return &events.Envelope{SpecVersion: events.SpecVersion, ID: ID(a), Source: b.cfg.Source, Type: r.Type,
 		Time: a.StartsAt.UTC(), DataContentType: events.ContentTypeJSON, Data: raw}, cluster, nil
+}
+
+// marshal encodes v as JSON without HTML escaping: json.Marshal writes each <, > and & of
+// a label or summary as six bytes, which can push an event past NATS's max_payload.
+func marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // convert turns a label value into the JSON value of a data field of that kind.

@@ -33,6 +33,15 @@ type rig struct {
 }
 
 func newRig(t *testing.T, maxBytes int64) *rig {
+	return newRigWith(t, func(am *config.Alertmanager) {
+		if maxBytes > 0 {
+			am.MaxBytes = maxBytes
+		}
+	})
+}
+
+// newRigWith is newRig with the bridge's configuration changed by change.
+func newRigWith(t *testing.T, change func(*config.Alertmanager)) *rig {
 	t.Helper()
 	srv, nc := testenv.InProcessNATS(t)
 	js, err := jetstream.New(nc)
@@ -64,15 +73,13 @@ alertmanager:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if maxBytes > 0 {
-		cfg.Alertmanager.MaxBytes = maxBytes
-	}
+	change(&cfg.Alertmanager)
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := alertmanager.New(cfg.Alertmanager, js, zaptest.NewLogger(t), m)
+	b := alertmanager.New(cfg.Alertmanager, cfg.ClusterNames(), js, zaptest.NewLogger(t), m)
 	return &rig{t: t, srv: srv, js: js, h: b, reg: reg}
 }
 
@@ -89,22 +96,38 @@ func (r *rig) stored() uint64 {
 	return testenv.StreamMsgs(r.t, r.js, events.EventsStream)
 }
 
-// notification is a webhook payload of one alert.
-func notification(status, alertname string, labels map[string]string, fingerprint string) string {
+// notification is a webhook payload of one alert, with the fingerprint Alertmanager
+// computes from its labels.
+func notification(status, alertname string, labels map[string]string) string {
+	return notificationOf(status, alert(alertname, labels, ""))
+}
+
+// alert is one alert of a notification; fingerprint "" is that of its labels.
+func alert(alertname string, labels map[string]string, fingerprint string) map[string]any {
 	l := map[string]string{"alertname": alertname}
 	for k, v := range labels {
 		l[k] = v
 	}
-	n := map[string]any{"version": "4", "groupKey": "{}:{alertname=\"" + alertname + "\"}", "status": status, "receiver": "kafkamender",
-		"alerts": []map[string]any{{"status": status, "labels": l, "annotations": map[string]string{"summary": "cpu 97% on broker 3"},
-			"startsAt": "2026-12-01T10:00:00.123Z", "endsAt": "0001-01-01T00:00:00Z", "fingerprint": fingerprint}}}
+	if fingerprint == "" {
+		fingerprint = alertmanager.Fingerprint(l)
+	}
+	return map[string]any{"labels": l, "annotations": map[string]string{"summary": "cpu 97% on broker 3"},
+		"startsAt": "2026-12-01T10:00:00.123Z", "endsAt": "0001-01-01T00:00:00Z", "fingerprint": fingerprint}
+}
+
+// notificationOf is a webhook payload of alerts, each with status.
+func notificationOf(status string, alerts ...map[string]any) string {
+	for _, a := range alerts {
+		a["status"] = status
+	}
+	n := map[string]any{"version": "4", "groupKey": "{}:{}", "status": status, "receiver": "kafkamender", "alerts": alerts}
 	raw, _ := json.Marshal(n)
 	return string(raw)
 }
 
 func TestFiringAlertBecomesOneEvent(t *testing.T) {
 	r := newRig(t, 0)
-	body := notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718")
+	body := notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"})
 	code, out := r.post(body)
 	if code != http.StatusOK {
 		t.Fatalf("status %d: %s", code, out)
@@ -144,21 +167,21 @@ func TestFiringAlertBecomesOneEvent(t *testing.T) {
 		t.Fatalf("repeated notification: %d %s", code, out)
 	}
 	// Resolved: nothing.
-	code, out = r.post(notification("resolved", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718"))
+	code, out = r.post(notification("resolved", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}))
 	if code != http.StatusOK || !strings.Contains(out, `"resolved":1`) || !strings.Contains(out, `"published":[]`) {
 		t.Fatalf("resolved: %d %s", code, out)
 	}
 	// No rule: counted, not an error.
-	code, out = r.post(notification("firing", "DiskFull", map[string]string{"cluster": "local"}, "0011223344556677"))
+	code, out = r.post(notification("firing", "DiskFull", map[string]string{"cluster": "local"}))
 	if code != http.StatusOK || !strings.Contains(out, `"unmatched":1`) {
 		t.Fatalf("unmatched: %d %s", code, out)
 	}
 	// A rule's label matcher: the same alertname without severity=page matches nothing.
-	code, out = r.post(notification("firing", "KafkaPartitionLeaderSkew", map[string]string{"cluster": "local", "topic": "orders", "partitions": "0,2", "broker_id": "2"}, "1111111111111111"))
+	code, out = r.post(notification("firing", "KafkaPartitionLeaderSkew", map[string]string{"cluster": "local", "topic": "orders", "partitions": "0,2", "broker_id": "2"}))
 	if code != http.StatusOK || !strings.Contains(out, `"unmatched":1`) {
 		t.Fatalf("label matcher: %d %s", code, out)
 	}
-	code, out = r.post(notification("firing", "KafkaPartitionLeaderSkew", map[string]string{"cluster": "local", "topic": "orders", "partitions": "0,2", "broker_id": "2", "severity": "page"}, "2222222222222222"))
+	code, out = r.post(notification("firing", "KafkaPartitionLeaderSkew", map[string]string{"cluster": "local", "topic": "orders", "partitions": "0,2", "broker_id": "2", "severity": "page"}))
 	if code != http.StatusOK || !strings.Contains(out, "replica-change-requested") {
 		t.Fatalf("list field: %d %s", code, out)
 	}
@@ -198,11 +221,11 @@ func TestBadPayloads(t *testing.T) {
 		}
 	}
 	// A label that does not fit its field: reported, nothing published.
-	code, out := r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "three"}, "a1b2c3d4e5f60718"))
+	code, out := r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "three"}))
 	if code != http.StatusOK || !strings.Contains(out, `label \"broker_id\" (for broker): \"three\" is not an integer`) {
 		t.Errorf("invalid label: %d %s", code, out)
 	}
-	code, out = r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"broker_id": "3"}, "a1b2c3d4e5f60718"))
+	code, out = r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"broker_id": "3"}))
 	if code != http.StatusOK || !strings.Contains(out, `cluster label \"cluster\"`) {
 		t.Errorf("no cluster label: %d %s", code, out)
 	}
@@ -215,7 +238,7 @@ func TestBadPayloads(t *testing.T) {
 	defer cancel()
 	rec := httptest.NewRecorder()
 	r.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, alertmanager.Path,
-		strings.NewReader(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718"))).WithContext(ctx))
+		strings.NewReader(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}))).WithContext(ctx))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("NATS down: %d %s; want 503", rec.Code, rec.Body)
 	}

@@ -50,6 +50,8 @@ type Alertmanager struct {
 	Source string `yaml:"source"`
 	// Rules are tried in order; the first that matches a firing alert makes its event.
 	Rules []AlertRule `yaml:"rules"`
+	// Webhook guards the door: where it listens, who may post, how much (webhook.go).
+	Webhook `yaml:",inline"`
 }
 
 // AlertRule turns a firing alert into an event.
@@ -365,6 +367,7 @@ func (c *Config) setDefaults() {
 	if c.Alertmanager.Source == "" {
 		c.Alertmanager.Source = "alertmanager"
 	}
+	c.Alertmanager.Webhook.setDefaults()
 	for i := range c.Alertmanager.Rules {
 		if c.Alertmanager.Rules[i].ClusterLabel == "" {
 			c.Alertmanager.Rules[i].ClusterLabel = "cluster"
@@ -473,6 +476,7 @@ func (c *Config) problems() problems {
 	c.ReplicationFactor.validate(&p)
 	c.LogDir.validate(&p)
 	c.Alertmanager.validate(&p)
+	c.Alertmanager.Webhook.validate(c.HTTP.Listen, len(c.Alertmanager.Rules) > 0, &p)
 	for _, g := range c.Guardrails.Problems() {
 		p.add(g.Field, g.Err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"slices"
@@ -394,12 +393,14 @@ func TestOutagesLoseNoEvent(t *testing.T) {
 	f.kraft.noLeftovers([]string{ktopic}, nil)
 }
 
-// postAlert posts an Alertmanager webhook notification of one alert (fingerprint and
-// startsAt, as Alertmanager would send for one firing) to the worker.
-func (p *fleetProc) postAlert(status string, labels map[string]string, fingerprint string, startsAt time.Time) (int, string) {
+// postAlert posts an Alertmanager webhook notification of one alert (its fingerprint,
+// Alertmanager's of its labels, and startsAt, as Alertmanager would send for one firing)
+// to the worker.
+func (p *fleetProc) postAlert(status string, labels map[string]string, startsAt time.Time) (int, string) {
 	p.t.Helper()
 	l := map[string]string{"alertname": "KafkaBrokerOverloaded"}
 	maps.Copy(l, labels)
+	fingerprint := alertmanager.Fingerprint(l)
 	body, err := json.Marshal(map[string]any{"version": "4", "status": status, "receiver": "kafkamender",
 		"groupKey": `{}:{alertname="KafkaBrokerOverloaded"}`,
 		"alerts": []map[string]any{{"status": status, "labels": l, "annotations": map[string]string{"summary": "broker 2 is overloaded"},
@@ -426,10 +427,11 @@ func TestAlertmanagerWebhookShedsOnce(t *testing.T) {
 	a := f.start("a")
 	topic := f.local.topic("am", [][]int32{{2, 1, 3}, {2, 3, 4}, {2, 4, 1}}, 0, nil)
 	labels := map[string]string{"cluster": f.local.alias, "broker_id": "2", "topic": topic}
-	// A firing of its own: the event id comes from the fingerprint and startsAt.
-	fp, startsAt := fmt.Sprintf("%016x", rand.Uint64()), time.Now().UTC()
+	// A firing of its own: the event id comes from the fingerprint (of labels naming a new
+	// topic) and startsAt.
+	startsAt := time.Now().UTC()
 
-	code, out := a.postAlert("firing", labels, fp, startsAt)
+	code, out := a.postAlert("firing", labels, startsAt)
 	if code != http.StatusOK {
 		t.Fatalf("webhook: %d %s", code, out)
 	}
@@ -450,11 +452,11 @@ func TestAlertmanagerWebhookShedsOnce(t *testing.T) {
 	after := f.local.shedFrom(topic, 2)
 
 	// Alertmanager's repeat: the same event id, not stored again, nothing changes.
-	code, out = a.postAlert("firing", labels, fp, startsAt)
+	code, out = a.postAlert("firing", labels, startsAt)
 	if code != http.StatusOK || !strings.Contains(out, `"duplicate":true`) || !strings.Contains(out, id) {
 		t.Fatalf("repeated notification: %d %s", code, out)
 	}
-	code, out = a.postAlert("resolved", labels, fp, startsAt)
+	code, out = a.postAlert("resolved", labels, startsAt)
 	if code != http.StatusOK || !strings.Contains(out, `"resolved":1`) || !strings.Contains(out, `"published":[]`) {
 		t.Fatalf("resolved: %d %s", code, out)
 	}

@@ -44,6 +44,19 @@ func AlertOutcomes() []string {
 	return []string{AlertPublished, AlertDuplicate, AlertResolved, AlertUnmatched, AlertInvalid}
 }
 
+// Why the webhook refused a request (kafkamender_webhook_refused_total).
+const (
+	WebhookUnauthorized = "unauthorized" // no valid credential: 401
+	WebhookTooMany      = "too_many"     // more alerts than alertmanager.max_alerts: 413
+	WebhookBusy         = "busy"         // max_concurrent_requests in hand already: 503
+	WebhookRateLimited  = "rate_limited" // its events would pass events_per_second: 503
+)
+
+// WebhookRefusals lists why the webhook refuses requests.
+func WebhookRefusals() []string {
+	return []string{WebhookUnauthorized, WebhookTooMany, WebhookBusy, WebhookRateLimited}
+}
+
 // Throttle outcomes when an operation ends (kafkamender_throttles_restored_total).
 const (
 	ThrottleRestored = "restored" // held our value: put back as it was before
@@ -91,6 +104,7 @@ type Metrics struct {
 	throttlesRestored *prometheus.CounterVec
 
 	alerts       *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 	dependencyUp *prometheus.GaugeVec
 	ready        prometheus.Gauge
 	buildInfo    *prometheus.GaugeVec
@@ -165,6 +179,8 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 
 		alerts: counter("alertmanager_alerts_total",
 			"Alerts received on POST /v1/alertmanager, by outcome: published, duplicate, resolved, unmatched, invalid.", "outcome"),
+		refused: counter("webhook_refused_total",
+			"Requests to POST /v1/alertmanager refused before any alert was read, by reason: unauthorized, too_many, busy, rate_limited.", "reason"),
 		dependencyUp: gauge("dependency_up",
 			"Whether the last probe of a dependency succeeded (1) or not (0), by kind (nats, kafka, zookeeper) and name.", "kind", "name"),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: Namespace, Name: "ready",
@@ -185,7 +201,7 @@ func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.events, m.eventDuration, m.retries, m.deadLetters,
 		m.opDuration, m.inFlight, m.opStarted, m.lockWait, m.lockWaits, m.takeovers,
 		m.leadersMoved, m.replicasAdded, m.replicasRemoved, m.bytesCopied, m.skipped, m.throttlesSet, m.throttlesRestored,
-		m.alerts, m.dependencyUp, m.ready, m.buildInfo}
+		m.alerts, m.refused, m.dependencyUp, m.ready, m.buildInfo}
 }
 
 // initSeries creates the series of every known label value.
@@ -200,6 +216,9 @@ func (m *Metrics) initSeries(o Options) {
 	}
 	for _, outcome := range AlertOutcomes() {
 		m.alerts.WithLabelValues(outcome)
+	}
+	for _, reason := range WebhookRefusals() {
+		m.refused.WithLabelValues(reason)
 	}
 	for _, c := range o.Clusters {
 		m.opStarted.WithLabelValues(c)
@@ -375,6 +394,13 @@ func countMissing(a, b []int32) int {
 func (m *Metrics) Alert(outcome string) {
 	if m != nil {
 		m.alerts.WithLabelValues(outcome).Inc()
+	}
+}
+
+// WebhookRefused counts a webhook request refused, by reason.
+func (m *Metrics) WebhookRefused(reason string) {
+	if m != nil {
+		m.refused.WithLabelValues(reason).Inc()
 	}
 }
 

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -45,8 +46,9 @@ type Worker struct {
 	probeTimeout    time.Duration
 	shutdownTimeout time.Duration
 
-	started atomic.Bool
-	addr    atomic.Pointer[string]
+	started     atomic.Bool
+	addr        atomic.Pointer[string]
+	webhookAddr atomic.Pointer[string] // the webhook's own listener, when it has one
 }
 
 // New builds a worker. It validates cfg, which must come from config.Load or
@@ -112,10 +114,21 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	}
 	addr := ln.Addr().String()
 	w.addr.Store(&addr)
+	wln, err := w.listenWebhook()
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	closeListeners := func() {
+		_ = ln.Close()
+		if wln != nil {
+			_ = wln.Close()
+		}
+	}
 
 	deps, err := w.connect()
 	if err != nil {
-		_ = ln.Close()
+		closeListeners()
 		return err
 	}
 	defer func() {
@@ -136,7 +149,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	pl, err := w.newPipeline(ctx, deps)
 	if err != nil {
-		_ = ln.Close()
+		closeListeners()
 		return err
 	}
 	w.health.add(kindNATS, "jetstream", true, pipelineProbe(pl))
@@ -159,22 +172,31 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	if err != nil {
 		stopConsuming()
 		<-consumeDone
-		_ = ln.Close()
+		closeListeners()
 		return err
 	}
-	mux.Handle("POST "+alertmanager.Path, bridge)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(w.registry, promhttp.HandlerOpts{
 		Registry:      w.registry,
 		ErrorLog:      zap.NewStdLog(logger.Named("metrics")),
 		ErrorHandling: promhttp.ContinueOnError,
 	}))
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 5 * time.Second,
-		ErrorLog:          zap.NewStdLog(logger.Named("http")),
+	servers := []*http.Server{w.httpServer(mux, "http")}
+	listeners := []net.Listener{ln}
+	if wln == nil {
+		mux.Handle("POST "+alertmanager.Path, bridge)
+	} else {
+		wmux := http.NewServeMux()
+		wmux.Handle("POST "+alertmanager.Path, bridge)
+		servers, listeners = append(servers, w.httpServer(wmux, "webhook")), append(listeners, wln)
 	}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	serveErr := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() {
+			if err := srv.Serve(listeners[i]); err != http.ErrServerClosed {
+				serveErr <- fmt.Errorf("serve http on %s: %w", listeners[i].Addr(), err)
+			}
+		}()
+	}
 
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	probesDone := make(chan struct{})
@@ -187,7 +209,6 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	case <-ctx.Done():
 		logger.Info("stopping", zap.NamedError("reason", context.Cause(ctx)))
 	case err = <-serveErr:
-		err = fmt.Errorf("serve http on %s: %w", addr, err)
 		logger.Error("http server failed, stopping", zap.Error(err))
 	}
 
@@ -201,11 +222,57 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.shutdownTimeout)
 	defer cancel()
-	if serr := srv.Shutdown(shutdownCtx); serr != nil {
-		logger.Warn("http server shutdown", zap.Error(serr))
-		_ = srv.Close()
+	for _, srv := range servers {
+		if serr := srv.Shutdown(shutdownCtx); serr != nil {
+			logger.Warn("http server shutdown", zap.Error(serr))
+			_ = srv.Close()
+		}
 	}
 	return err
+}
+
+// httpServer serves mux with the webhook's read timeout (requests here are small: a slow
+// sender holds no connection longer).
+func (w *Worker) httpServer(mux http.Handler, name string) *http.Server {
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       w.cfg.Alertmanager.ReadTimeout,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(w.logger.Named(name)),
+	}
+}
+
+// listenWebhook binds the webhook's own listener (alertmanager.listen), with its TLS;
+// nil when the webhook is served on http.listen.
+func (w *Worker) listenWebhook() (net.Listener, error) {
+	am := w.cfg.Alertmanager
+	if am.Listen == "" {
+		return nil, nil
+	}
+	tc, err := am.TLS.ServerTLS()
+	if err != nil {
+		return nil, fmt.Errorf("alertmanager.tls: %w", err)
+	}
+	ln, err := net.Listen("tcp", am.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (alertmanager.listen): %w", am.Listen, err)
+	}
+	if tc != nil {
+		ln = tls.NewListener(ln, tc)
+	}
+	a := ln.Addr().String()
+	w.webhookAddr.Store(&a)
+	return ln, nil
+}
+
+// WebhookAddr is the address of the webhook's own listener (alertmanager.listen), or ""
+// when it has none or Run has not bound it.
+func (w *Worker) WebhookAddr() string {
+	if a := w.webhookAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
 }
 
 // newBridge builds the Alertmanager webhook bridge (POST /v1/alertmanager), which
@@ -215,7 +282,7 @@ func (w *Worker) newBridge(c *clients) (*alertmanager.Bridge, error) {
 	if err != nil {
 		return nil, err
 	}
-	return alertmanager.New(w.cfg.Alertmanager, js, w.logger.Named("alertmanager"), w.metrics), nil
+	return alertmanager.New(w.cfg.Alertmanager, w.cfg.ClusterNames(), js, w.logger.Named("alertmanager"), w.metrics), nil
 }
 
 // clients is everything Run connects to, for closing.
