@@ -24,7 +24,7 @@ func TestLoadValidExample(t *testing.T) {
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
 		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 4, ForeignWait: time.Minute,
 			ThrottleSettle: 2 * time.Second},
-		LogDir:       LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
+		LogDir: LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
 		Alertmanager: Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager", Webhook: Webhook{MaxAlerts: 1000,
 			EventsPerSecond: 100, MaxConcurrentRequests: 4, ReadTimeout: 10 * time.Second}},
 		Lock: Lock{
