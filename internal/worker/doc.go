@@ -31,7 +31,10 @@
 // optional is probed and reported but does not gate readiness. /readyz always
 // returns a JSON body that lists each dependency's state, the detail of its
 // last good probe and its last error; /healthz answers 200 for as long as the
-// process serves HTTP.
+// process is of use. What ends that for good, the NATS connection closed by nats.go (a
+// protocol error, credentials refused twice) or the event pipeline stopped, turns
+// /healthz to 503 with the reason and ends Run with an error, so that the orchestrator
+// starts the worker again: a worker that can take no event must not look alive.
 //
 // Metrics: every metric of the worker is defined by package metrics and registered on
 // the registry given to New, each series of a known label value at zero from the start

@@ -53,6 +53,7 @@ type health struct {
 	mu       sync.Mutex
 	deps     []*dependency
 	stopping bool
+	fatal    error // what ended the process's usefulness (setFatal): /healthz says it
 }
 
 func newHealth(worker string, logger *zap.Logger, m *metrics.Metrics) *health {
@@ -172,6 +173,33 @@ func (h *health) setStopping() {
 	h.stopping = true
 	h.mu.Unlock()
 	h.updateReady()
+}
+
+// setFatal records what makes the process useless until it is started again (its NATS
+// connection closed for good, its pipeline stopped): /healthz answers 503 with it, and Run
+// returns it, so that the orchestrator restarts the worker. The first one stays.
+func (h *health) setFatal(err error) {
+	h.mu.Lock()
+	if h.fatal == nil {
+		h.fatal = err
+	}
+	h.mu.Unlock()
+	h.updateReady()
+}
+
+// serveHealthz answers 200 while the process is of use, 503 with the reason once a fatal
+// error was recorded.
+func (h *health) serveHealthz(rw http.ResponseWriter, _ *http.Request) {
+	h.mu.Lock()
+	fatal := h.fatal
+	h.mu.Unlock()
+	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if fatal != nil {
+		rw.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(rw, "fatal: %v\n", fatal)
+		return
+	}
+	_, _ = rw.Write([]byte("ok\n"))
 }
 
 // isStopping reports whether setStopping was called.

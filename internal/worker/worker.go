@@ -155,18 +155,30 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	w.health.add(kindNATS, "jetstream", true, pipelineProbe(pl))
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
 	consumeDone := make(chan struct{})
+	// What makes the process useless until it starts again: it stops, /healthz says why,
+	// and Run returns it (the orchestrator restarts the worker).
+	fatal := make(chan error, 2)
 	go func() {
 		defer close(consumeDone)
-		if err := pl.Run(consumeCtx); err != nil && consumeCtx.Err() == nil {
-			logger.Error("event pipeline stopped", zap.Error(err))
+		if err := pl.Run(consumeCtx); consumeCtx.Err() == nil {
+			fatal <- fmt.Errorf("the event pipeline stopped: %v", err)
+		}
+	}()
+	go func() {
+		select {
+		case <-deps.nats.closed:
+			// nats.go gives a connection up for good on a protocol error from the server
+			// (a control line or payload over its limits, an authorization revoked):
+			// without it the worker takes no event and publishes no result, for ever.
+			if !w.health.isStopping() {
+				fatal <- fmt.Errorf("the NATS connection is closed for good (%v)", deps.nats.conn.LastError())
+			}
+		case <-consumeCtx.Done():
 		}
 	}()
 
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = rw.Write([]byte("ok\n"))
-	})
+	mux.HandleFunc("GET /healthz", w.health.serveHealthz)
 	mux.HandleFunc("GET /readyz", w.health.serveReadyz)
 	bridge, err := w.newBridge(deps)
 	if err != nil {
@@ -210,6 +222,9 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		logger.Info("stopping", zap.NamedError("reason", context.Cause(ctx)))
 	case err = <-serveErr:
 		logger.Error("http server failed, stopping", zap.Error(err))
+	case err = <-fatal:
+		w.health.setFatal(err)
+		logger.Error("the worker can no longer work; stopping so that it is started again", zap.Error(err))
 	}
 
 	w.health.setStopping()
