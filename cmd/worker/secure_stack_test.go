@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -142,11 +144,14 @@ func TestSecureStack(t *testing.T) {
 	cl := env.Kafka(t, "local", kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	adm := kadm.NewClient(cl)
 
-	// The guardrails beside worker-secure.yaml's protected topics: a cap on partitions and,
-	// for replica-change-requested, one allowed source.
+	// The guardrails beside worker-secure.yaml's protected topics: a cap on partitions,
+	// for replica-change-requested one allowed source, and a cap on operations per hour
+	// (high: its bucket, under the permissions docs/security.md gives the worker, is what
+	// is tested; the operations below fail closed without them).
 	addr := r.start("worker", `protected_topics: ["^protected-"]`,
 		`protected_topics: ["^protected-"]
   max_partitions_per_event: 8
+  max_operations_per_hour: 1000
   allowed_sources: {replica-change-requested: [`+acceptanceSource+`]}`)
 	testenv.Eventually(t, 90*time.Second, func() error {
 		if code, body := r.get(addr, "/readyz"); code != http.StatusOK {
@@ -281,6 +286,47 @@ func TestSecureStack(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	// A source with a NATS user of its own (docs/security.md's kafkamender-alerting) may
+	// publish what its permissions name, and the server refuses it anything else: source
+	// authorization that NATS enforces, not a string the publisher writes.
+	t.Run("source permissions", func(t *testing.T) {
+		nc, err := nats.Connect(stack.SecureNATSURL, nats.UserInfo(sec.NATSAlertingUser, sec.NATSAlertingPassword), nats.RootCAs(sec.CAFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		event := func(typ string, data map[string]any) []byte {
+			raw, err := json.Marshal(map[string]any{"specversion": "1.0", "id": testenv.Name(t, "src"), "source": "alerting",
+				"type": typ, "datacontenttype": "application/json", "data": data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return raw
+		}
+		// Allowed: stored (a dry run: it changes nothing).
+		if _, err := js.Publish(t.Context(), events.Subject("local", events.TypeBrokerOverloaded),
+			event(events.TypeBrokerOverloaded, map[string]any{"broker": 1, "dry_run": true})); err != nil {
+			t.Fatalf("a broker-overloaded event: %v, want it stored", err)
+		}
+		// Not allowed: the server refuses the publish itself.
+		denied := events.Subject("local", events.TypeReplicaChangeRequested)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		if _, err := js.Publish(ctx, denied, event(events.TypeReplicaChangeRequested, map[string]any{"topic": "orders", "preferred_leader": 1})); err == nil {
+			t.Fatalf("a replica-change-requested event was stored for a user allowed broker-overloaded only")
+		}
+		testenv.Eventually(t, 10*time.Second, func() error {
+			if err := nc.LastError(); err == nil || !strings.Contains(err.Error(), `Permissions Violation for Publish to "`+denied+`"`) {
+				return fmt.Errorf("last error %v, want the server's permissions violation for %s", err, denied)
+			}
+			return nil
+		})
 	})
 
 	t.Run("refusals on readyz", func(t *testing.T) {

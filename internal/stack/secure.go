@@ -42,6 +42,9 @@ const (
 	// worker and an emitter.
 	SecureNATSWorkerUser  = "kafkamender-worker"
 	SecureNATSEmitterUser = "kafkamender-emitter"
+	// SecureNATSAlertingUser is docs/security.md's example of a source with a user of its
+	// own: it may publish broker-overloaded events only.
+	SecureNATSAlertingUser = "kafkamender-alerting"
 	// SecureZooKeeperUser is the digest identity for kafkamender's lock znodes (ZooKeeper
 	// needs no set-up for digest authentication: any client may add an identity).
 	SecureZooKeeperUser = "kafkamender"
@@ -59,6 +62,8 @@ const (
 	fileNATSPassword    = "nats-password"
 	fileNATSEmitterUser = "nats-emitter-user"
 	fileNATSEmitterPW   = "nats-emitter-password"
+	fileNATSAlertUser   = "nats-alerting-user"
+	fileNATSAlertPW     = "nats-alerting-password"
 	fileKafkaUser       = "kafka-user"
 	fileKafkaPassword   = "kafka-password"
 	fileZKUser          = "zookeeper-user"
@@ -88,10 +93,11 @@ type Secrets struct {
 	// CA is CAFile's certificate.
 	CA *x509.CertPool
 
-	NATSUser, NATSPassword               string // the worker's NATS user
-	NATSEmitterUser, NATSEmitterPassword string // the emitter's NATS user
-	KafkaUser, KafkaPassword             string // SCRAM-SHA-512, cluster local
-	ZooKeeperUser, ZooKeeperPassword     string // digest
+	NATSUser, NATSPassword                 string // the worker's NATS user
+	NATSEmitterUser, NATSEmitterPassword   string // the emitter's NATS user
+	NATSAlertingUser, NATSAlertingPassword string // a source allowed broker-overloaded events only
+	KafkaUser, KafkaPassword               string // SCRAM-SHA-512, cluster local
+	ZooKeeperUser, ZooKeeperPassword       string // digest
 }
 
 // File returns the path of one of the secure folder's files ("kafka-password", …).
@@ -118,12 +124,13 @@ func (s *Stack) Secrets() (Secrets, error) {
 	}{
 		{fileNATSUser, &sec.NATSUser}, {fileNATSPassword, &sec.NATSPassword},
 		{fileNATSEmitterUser, &sec.NATSEmitterUser}, {fileNATSEmitterPW, &sec.NATSEmitterPassword},
+		{fileNATSAlertUser, &sec.NATSAlertingUser}, {fileNATSAlertPW, &sec.NATSAlertingPassword},
 		{fileKafkaUser, &sec.KafkaUser}, {fileKafkaPassword, &sec.KafkaPassword},
 		{fileZKUser, &sec.ZooKeeperUser}, {fileZKPassword, &sec.ZooKeeperPassword},
 	} {
 		raw, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
-			return sec, err
+			return sec, fmt.Errorf("%w (a stack from an older version: go tool task stack:down, then up)", err)
 		}
 		*f.into = string(raw)
 	}
@@ -152,10 +159,10 @@ func (s *Stack) ensureSecrets() error {
 		return err
 	}
 	values := map[string]string{
-		fileNATSUser: SecureNATSWorkerUser, fileNATSEmitterUser: SecureNATSEmitterUser,
+		fileNATSUser: SecureNATSWorkerUser, fileNATSEmitterUser: SecureNATSEmitterUser, fileNATSAlertUser: SecureNATSAlertingUser,
 		fileKafkaUser: SecureKafkaUser, fileZKUser: SecureZooKeeperUser,
 	}
-	for _, name := range []string{fileNATSPassword, fileNATSEmitterPW, fileKafkaPassword, fileZKPassword} {
+	for _, name := range []string{fileNATSPassword, fileNATSEmitterPW, fileNATSAlertPW, fileKafkaPassword, fileZKPassword} {
 		values[name] = randomSecret()
 	}
 	for name, v := range values {
@@ -213,7 +220,8 @@ func (s *Stack) natsSecureEnv() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(os.Environ(), "NATS_WORKER_PASSWORD="+sec.NATSPassword, "NATS_EMITTER_PASSWORD="+sec.NATSEmitterPassword), nil
+	return append(os.Environ(), "NATS_WORKER_PASSWORD="+sec.NATSPassword, "NATS_EMITTER_PASSWORD="+sec.NATSEmitterPassword,
+		"NATS_ALERTING_PASSWORD="+sec.NATSAlertingPassword), nil
 }
 
 var confBlock = regexp.MustCompile("(?s)```conf\n(.*?)```")
