@@ -22,8 +22,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/guardrails"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/model"
@@ -78,6 +80,7 @@ func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*s
 	}
 	t.Setenv("NATS_WORKER_PASSWORD", workerPassword)
 	t.Setenv("NATS_EMITTER_PASSWORD", emitterPassword)
+	t.Setenv("NATS_ALERTING_PASSWORD", "alerting-secret-1")
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	text := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream {store_dir: %q}\n%s", t.TempDir(), authz)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
@@ -112,6 +115,7 @@ http: {listen: "127.0.0.1:0"}
 nats: {url: %q, user: kafkamender-worker}
 lock: {backend: nats}
 alertmanager: {rules: [{alertname: KafkaBrokerOverloaded, type: broker-overloaded, fields: {broker: broker_id}}]}
+guardrails: {max_operations_per_hour: 100}
 clusters: {local: {bootstrap_servers: [%q]}}
 `, s.ClientURL(), kc.ListenAddrs()[0]), []string{"KAFKAMENDER_NATS_PASSWORD=" + workerPW})
 	if err != nil {
@@ -190,7 +194,8 @@ clusters: {local: {bootstrap_servers: [%q]}}
 	// The Alertmanager webhook publishes on the worker's connection.
 	body, _ := json.Marshal(map[string]any{"version": "4", "groupKey": `{}:{alertname="KafkaBrokerOverloaded"}`, "status": "firing",
 		"receiver": "kafkamender", "alerts": []map[string]any{{
-			"status": "firing", "fingerprint": "0011223344556677", "startsAt": "2026-12-01T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
+			"status": "firing", "fingerprint": alertmanager.Fingerprint(map[string]string{"alertname": "KafkaBrokerOverloaded", "cluster": "local", "broker_id": "0"}),
+			"startsAt": "2026-12-01T10:00:00Z", "endsAt": "0001-01-01T00:00:00Z",
 			"labels": map[string]string{"alertname": "KafkaBrokerOverloaded", "cluster": "local", "broker_id": "0"}}}})
 	resp, err := http.Post("http://"+w.Addr()+"/v1/alertmanager", "application/json", bytes.NewReader(body))
 	if err != nil {
@@ -337,5 +342,22 @@ func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
 		t.Fatalf("cool-down keys: %v", err)
 	}
 	for range keys.Keys() {
+	}
+
+	// guardrails.max_operations_per_hour: the record of a cluster's operations, created
+	// and updated by revision (handlers' opLog).
+	ops, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.GuardrailsBucket, History: 1, TTL: guardrails.Window})
+	if err != nil {
+		t.Fatalf("guardrails bucket: %v", err)
+	}
+	rev, err := ops.Create(ctx, "perm", []byte("[]"))
+	if err != nil {
+		t.Fatalf("guardrails create: %v", err)
+	}
+	if _, err := ops.Get(ctx, "perm"); err != nil {
+		t.Fatalf("guardrails get: %v", err)
+	}
+	if _, err := ops.Update(ctx, "perm", []byte(`[{"event":"perm-8"}]`), rev); err != nil {
+		t.Fatalf("guardrails update: %v", err)
 	}
 }
