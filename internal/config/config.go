@@ -110,6 +110,12 @@ type NATS struct {
 	// whose worker keeps dying): after it the event gets a failed result and a copy on
 	// kafkamender.dead.<cluster>. Default 10.
 	MaxAttempts int `yaml:"max_attempts"`
+	// EventsMaxBytes bounds the events stream KAFKAMENDER_EVENTS: when it is full, a
+	// publish is refused with an error and nothing stored is dropped. Default 1 GiB.
+	EventsMaxBytes int64 `yaml:"events_max_bytes"`
+	// ResultsMaxBytes bounds the results stream KAFKAMENDER_RESULTS: when it is full, the
+	// oldest results go first. Default 8 GiB.
+	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
 
 	// TLS of the connection: a custom certificate authority, a client certificate. A
 	// tls:// URL turns TLS on too.
@@ -397,6 +403,12 @@ func (c *Config) setDefaults() {
 	if c.NATS.AckWait == 0 {
 		c.NATS.AckWait = DefaultNATSAckWait
 	}
+	if c.NATS.EventsMaxBytes == 0 {
+		c.NATS.EventsMaxBytes = 1 << 30
+	}
+	if c.NATS.ResultsMaxBytes == 0 {
+		c.NATS.ResultsMaxBytes = 8 << 30
+	}
 	if c.NATS.MaxAttempts == 0 {
 		c.NATS.MaxAttempts = DefaultNATSMaxAttempts
 	}
@@ -489,6 +501,12 @@ func (c *Config) problems() problems {
 	}
 	if c.NATS.MaxAttempts < 1 {
 		p.add("nats.max_attempts", fmt.Errorf("%d: must be at least 1", c.NATS.MaxAttempts))
+	}
+	// At least room for a few events (or results) of the largest size.
+	for path, v := range map[string]int64{"nats.events_max_bytes": c.NATS.EventsMaxBytes, "nats.results_max_bytes": c.NATS.ResultsMaxBytes} {
+		if v < 16<<20 {
+			p.add(path, fmt.Errorf("%d: must be at least 16777216 (16 MiB)", v))
+		}
 	}
 	for i, subj := range c.NATS.Subjects {
 		if !strings.HasPrefix(subj, "kafkamender.events.") || strings.ContainsAny(subj, " \t") {

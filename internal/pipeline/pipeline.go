@@ -125,6 +125,14 @@ type Config struct {
 	RetryDelay func(attempt int) time.Duration
 	// ResultsMaxAge is how long results (the audit trail) are kept. Default 90 days.
 	ResultsMaxAge time.Duration
+	// EventsMaxBytes bounds the events stream (DefaultEventsMaxBytes). When it is full, a
+	// publish is refused with an error (DiscardNew): the publisher knows, and no event
+	// stored is ever dropped unanswered.
+	EventsMaxBytes int64
+	// ResultsMaxBytes bounds the results stream (DefaultResultsMaxBytes). When it is full,
+	// the oldest results go first (DiscardOld): answered events, whose audit trail ends
+	// sooner than ResultsMaxAge.
+	ResultsMaxBytes int64
 	// StrayGrace is how long an event no consumer takes (its cluster is unknown to every
 	// fleet, or its subject malformed) waits before it is rejected, so that a fleet that is
 	// just starting can create its consumers first. Default 3s.
@@ -139,6 +147,13 @@ type Config struct {
 	// using up its deliveries. Other clusters go on.
 	CanServe func(cluster string) error
 }
+
+// Size limits of the streams (see Config): what a NATS server gives kafkamender at most.
+const (
+	DefaultEventsMaxBytes  = 1 << 30 // 1 GiB: about a thousand events of the largest size, a million of the usual
+	DefaultResultsMaxBytes = 8 << 30 // 8 GiB
+	DeadMaxBytes           = 1 << 30 // 1 GiB
+)
 
 // ClusterConsumer is the name of the durable consumer that takes cluster's events for
 // the fleet whose consumer name is prefix.
@@ -165,6 +180,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ResultsMaxAge <= 0 {
 		c.ResultsMaxAge = 90 * 24 * time.Hour
+	}
+	if c.EventsMaxBytes <= 0 {
+		c.EventsMaxBytes = DefaultEventsMaxBytes
+	}
+	if c.ResultsMaxBytes <= 0 {
+		c.ResultsMaxBytes = DefaultResultsMaxBytes
 	}
 	if c.StrayGrace <= 0 {
 		c.StrayGrace = 3 * time.Second
@@ -213,7 +234,9 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		Storage:     jetstream.FileStorage,
 		Duplicates:  10 * time.Minute,
 		MaxMsgSize:  events.DefaultMaxBytes + 64<<10,
-		AllowDirect: true, // batched reads ahead of an alert storm (absorb.go)
+		MaxBytes:    p.cfg.EventsMaxBytes,
+		Discard:     jetstream.DiscardNew, // full: the publish fails, nothing stored is dropped
+		AllowDirect: true,                 // batched reads ahead of an alert storm (absorb.go)
 	})
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", events.EventsStream, err)
@@ -225,6 +248,8 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
 		MaxAge:      p.cfg.ResultsMaxAge,
+		MaxBytes:    p.cfg.ResultsMaxBytes,
+		Discard:     jetstream.DiscardOld, // full: the oldest answers go first
 		AllowDirect: true,
 	})
 	if err != nil {
@@ -241,6 +266,8 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		// dead-<stream sequence>); they may do so minutes apart.
 		Duplicates: min(time.Hour, p.cfg.ResultsMaxAge),
 		MaxMsgSize: events.DefaultMaxBytes + 128<<10, // an event and the dead-letter headers
+		MaxBytes:   DeadMaxBytes,
+		Discard:    jetstream.DiscardOld, // copies of events that have their failed result
 	}); err != nil {
 		return fmt.Errorf("stream %s: %w", events.DeadStream, err)
 	}

@@ -107,15 +107,17 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		hs[typ] = eng
 	}
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
-		Worker:         cfg.Worker.ID,
-		Clusters:       cfg.ClusterNames(),
-		Consumer:       cfg.NATS.Consumer,
-		FilterSubjects: cfg.NATS.Subjects,
-		AckWait:        cfg.NATS.AckWait,
-		MaxAttempts:    cfg.NATS.MaxAttempts,
-		CanServe:       w.canServe(lockSessions),
-		Logger:         w.logger,
-		Metrics:        w.metrics,
+		Worker:          cfg.Worker.ID,
+		Clusters:        cfg.ClusterNames(),
+		Consumer:        cfg.NATS.Consumer,
+		FilterSubjects:  cfg.NATS.Subjects,
+		AckWait:         cfg.NATS.AckWait,
+		MaxAttempts:     cfg.NATS.MaxAttempts,
+		EventsMaxBytes:  cfg.NATS.EventsMaxBytes,
+		ResultsMaxBytes: cfg.NATS.ResultsMaxBytes,
+		CanServe:        w.canServe(lockSessions),
+		Logger:          w.logger,
+		Metrics:         w.metrics,
 	})
 }
 
