@@ -15,9 +15,13 @@
 #
 # deployments/check tests this file (parse, stages, user, ports, build context).
 
-FROM golang:1.26 AS build
+# The Go of go.mod's toolchain line, the patch release with the standard library's fixes.
+FROM golang:1.26.8 AS build
 # The image's Go must build the module as it is: never download another toolchain.
 ENV GOTOOLCHAIN=local
+# The version --version prints and kafkamender_build_info carries:
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t kafkamender:dev .
+ARG VERSION
 WORKDIR /src
 # Modules first, in a layer of their own and a cache that outlives it, so that a change
 # of source does not download them again.
@@ -29,7 +33,8 @@ COPY internal/ internal/
 COPY deployments/docker/ deployments/docker/
 RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o /out/ \
+    CGO_ENABLED=0 go build -trimpath \
+        -ldflags="-s -w -X github.com/kafkamender/kafkamender/internal/version.Version=${VERSION}" -o /out/ \
         ./cmd/worker ./cmd/emitter ./deployments/docker/healthcheck
 
 FROM gcr.io/distroless/static-debian12:nonroot

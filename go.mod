@@ -2,6 +2,8 @@ module github.com/kafkamender/kafkamender
 
 go 1.26.4
 
+toolchain go1.26.8
+
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/go-zookeeper/zk v1.0.4

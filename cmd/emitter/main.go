@@ -21,11 +21,13 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/version"
 )
 
 // Exit statuses.
@@ -83,6 +85,9 @@ func run(ctx context.Context, args []string, e env) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move", "result":
 		return commands[cmd](ctx, rest, e)
+	case "version", "-version", "--version":
+		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
+		return exitOK
 	case "help", "-h", "-help", "--help":
 		if len(rest) > 0 {
 			if c, ok := commands[rest[0]]; ok {
@@ -123,6 +128,7 @@ Usage:
     emitter logdir-move --cluster CLUSTER --broker ID [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
+    emitter --version
 
 Commands:
     publish           build an event of any type from JSON data, validate it and

@@ -27,6 +27,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/version"
 	"github.com/kafkamender/kafkamender/internal/worker"
 )
 
@@ -48,6 +50,7 @@ func run(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "path of the worker configuration `file` (YAML; required)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `Usage: worker --config FILE
        worker logdir inspect|move|recover ...   (offline; see worker logdir --help)
@@ -61,6 +64,8 @@ worker.
 Flags:
   --config FILE
         path of the worker configuration file (YAML; required)
+  --version
+        print the version (the one kafkamender_build_info carries) and exit
 
 Exit status: 0 after a clean stop, 2 for a usage or configuration error,
 1 for any other failure.
@@ -71,6 +76,10 @@ Exit status: 0 after a clean stop, 2 for a usage or configuration error,
 			return 0
 		}
 		return 2
+	}
+	if *showVersion {
+		fmt.Printf("kafkamender worker %s (%s)\n", version.String(), runtime.Version())
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "worker: unexpected arguments: %q\n", fs.Args())

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
 const composeFile = "deployments/compose/compose.yaml"
@@ -153,6 +154,32 @@ func TestComposeServices(t *testing.T) {
 			if d.Condition == types.ServiceConditionHealthy && target.HealthCheck == nil {
 				t.Errorf("service %s waits for %s to be healthy, which has no healthcheck", name, dep)
 			}
+		}
+	}
+}
+
+// The Compose stack runs the servers the local stack and the tests pin: nats-server of
+// go.mod's version, the Alertmanager the stack builds.
+func TestComposeServerVersions(t *testing.T) {
+	p := composeProject(t)
+	var natsVersion string
+	for _, line := range strings.Split(string(readRepoFile(t, "go.mod")), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/nats-io/nats-server/v2" {
+			natsVersion = strings.TrimPrefix(f[1], "v")
+		}
+	}
+	if natsVersion == "" {
+		t.Fatal("go.mod pins no nats-server")
+	}
+	want := map[string]string{"nats": "nats:" + natsVersion + "-alpine", "alertmanager": "prom/alertmanager:" + stack.AlertmanagerVersion}
+	for name, image := range want {
+		s, ok := p.Services[name]
+		if !ok {
+			t.Errorf("no service %s", name)
+			continue
+		}
+		if s.Image != image {
+			t.Errorf("service %s: image %s, want %s (the version the local stack and the tests run)", name, s.Image, image)
 		}
 	}
 }

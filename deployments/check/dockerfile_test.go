@@ -100,8 +100,13 @@ func TestDockerfileStages(t *testing.T) {
 	// The build stage: a pinned Go image, modules downloaded under a cache, and one go build
 	// of every image package, static, trimmed, stripped.
 	build := &d.stages[0]
-	if !regexpMatch(`^golang:1\.\d+(\.\d+)?(-[a-z0-9]+)?$`, build.BaseName) {
-		t.Errorf("build stage FROM %s: want golang:1.N (a pinned minor tag)", build.BaseName)
+	if want := "golang:" + strings.TrimPrefix(goModToolchain(t), "go"); build.BaseName != want {
+		t.Errorf("build stage FROM %s: want %s, the Go of go.mod's toolchain line", build.BaseName, want)
+	}
+	if !slices.ContainsFunc(commands[*instructions.ArgCommand](build), func(a *instructions.ArgCommand) bool {
+		return slices.ContainsFunc(a.Args, func(kv instructions.KeyValuePairOptional) bool { return kv.Key == "VERSION" })
+	}) {
+		t.Error("build stage: no ARG VERSION, the version stamped into the binaries")
 	}
 	var downloaded, built bool
 	for _, run := range commands[*instructions.RunCommand](build) {
@@ -116,7 +121,7 @@ func TestDockerfileStages(t *testing.T) {
 			continue
 		}
 		built = true
-		for _, want := range []string{"CGO_ENABLED=0", "-trimpath", "-ldflags='-s -w'"} {
+		for _, want := range []string{"CGO_ENABLED=0", "-trimpath", `-ldflags="-s -w -X github.com/kafkamender/kafkamender/internal/version.Version=${VERSION}"`} {
 			if !strings.Contains(line, want) {
 				t.Errorf("RUN %s: lacks %s", line, want)
 			}
@@ -290,4 +295,16 @@ func listenPort(t testing.TB, cfg *config.Config) string {
 		t.Fatalf("http.listen %q: %v", cfg.HTTP.Listen, err)
 	}
 	return port
+}
+
+// goModToolchain is go.mod's toolchain line (go1.N.P).
+func goModToolchain(t testing.TB) string {
+	t.Helper()
+	for _, line := range strings.Split(string(readRepoFile(t, "go.mod")), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "toolchain "); ok {
+			return v
+		}
+	}
+	t.Fatal("go.mod has no toolchain line")
+	return ""
 }

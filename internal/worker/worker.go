@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/metrics"
+	"github.com/kafkamender/kafkamender/internal/version"
 )
 
 // Timings of the prober and of shutdown.
@@ -61,7 +61,7 @@ func New(cfg *config.Config, logger *zap.Logger, registry *prometheus.Registry) 
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("new worker: %w", err)
 	}
-	version := buildVersion()
+	version := version.String()
 	m, err := metrics.New(registry, metrics.Options{Clusters: cfg.ClusterNames(), SkipReasons: handlers.SkipCodes(), Version: version})
 	if err != nil {
 		return nil, fmt.Errorf("new worker: register metrics: %w", err)
@@ -78,15 +78,6 @@ func New(cfg *config.Config, logger *zap.Logger, registry *prometheus.Registry) 
 		probeTimeout:    probeTimeout,
 		shutdownTimeout: shutdownTimeout,
 	}, nil
-}
-
-// buildVersion returns the main module's version as the go command stamped
-// it: a tag or pseudo-version, or "(devel)" for a build from a work tree.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "unknown"
 }
 
 // Addr returns the address the HTTP server listens on, or "" before Run has
