@@ -175,19 +175,7 @@ jetstream {
 	case kindAlertmanager:
 		// Short waits so that tests and the demo see an alert within seconds; resolved
 		// alerts are sent too (the worker ignores them, and tests check it does).
-		files = map[string]string{"alertmanager.yml": fmt.Sprintf(`# kafkamender local stack
-route:
-  receiver: kafkamender
-  group_by: [alertname, cluster, broker_id]
-  group_wait: 1s
-  group_interval: 2s
-  repeat_interval: 5s
-receivers:
-  - name: kafkamender
-    webhook_configs:
-      - url: %s
-        send_resolved: true
-`, WorkerWebhookURL)}
+		files = map[string]string{"alertmanager.yml": alertmanagerConfig()}
 	case kindKafka:
 		kp, err := s.kafkaProps(srv)
 		if err != nil {
@@ -343,3 +331,21 @@ rootLogger.appenderRef.stdout.ref = STDOUT
 logger.request.name = kafka.request.logger
 logger.request.level = warn
 `
+
+// alertmanagerConfig is the local stack's Alertmanager configuration: every alert to the
+// worker's webhook.
+func alertmanagerConfig() string {
+	return fmt.Sprintf(`# kafkamender local stack
+route:
+  receiver: kafkamender
+  group_by: [alertname, cluster, broker_id]
+  group_wait: 1s
+  group_interval: 2s
+  repeat_interval: 5s
+receivers:
+  - name: kafkamender
+    webhook_configs:
+      - url: %s
+        send_resolved: true
+`, WorkerWebhookURL)
+}

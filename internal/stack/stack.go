@@ -224,13 +224,22 @@ func (s *Stack) alertmanagerBinary() string {
 	return filepath.Join(s.cacheDir, "bin", "alertmanager-"+AlertmanagerVersion)
 }
 
-// buildAlertmanager builds Alertmanager from its Go module, unless the cache holds it.
+// AmtoolBinary is Alertmanager's amtool of the same release, which Prepare builds beside
+// it (`amtool check-config` checks the configurations the docs give).
+func (s *Stack) AmtoolBinary() string {
+	return filepath.Join(s.cacheDir, "bin", "amtool-"+AlertmanagerVersion)
+}
+
+// buildAlertmanager builds Alertmanager and amtool from its Go module, unless the cache
+// holds them.
 // The module leaves out the web UI's compiled assets (ui/app/dist, built by npm in
 // Alertmanager's release process), which its ui package embeds; a copy of the module
 // gets a one-page placeholder there. The API, all the stack needs, is unchanged.
 func (s *Stack) buildAlertmanager(ctx context.Context) error {
-	bin := s.alertmanagerBinary()
-	if _, err := os.Stat(bin); err == nil {
+	bin, amtool := s.alertmanagerBinary(), s.AmtoolBinary()
+	_, errBin := os.Stat(bin)
+	_, errTool := os.Stat(amtool)
+	if errBin == nil && errTool == nil {
 		return nil
 	}
 	s.logf("building alertmanager %s from its Go module (once; cached in %s)", AlertmanagerVersion, filepath.Dir(bin))
@@ -261,13 +270,18 @@ func (s *Stack) buildAlertmanager(ctx context.Context) error {
 			return err
 		}
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-o", bin+".tmp", "./cmd/alertmanager")
-	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build alertmanager: %w\n%s", err, lastLines(string(out), 30))
+	for out, pkg := range map[string]string{bin: "./cmd/alertmanager", amtool: "./cmd/amtool"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-mod=mod", "-o", out+".tmp", pkg)
+		cmd.Dir = src
+		cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
+		if log, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("build %s: %w\n%s", pkg, err, lastLines(string(log), 30))
+		}
+		if err := os.Rename(out+".tmp", out); err != nil {
+			return err
+		}
 	}
-	return os.Rename(bin+".tmp", bin)
+	return nil
 }
 
 // Up starts every server that is not running and waits until all of them answer. It is
