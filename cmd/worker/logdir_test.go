@@ -122,6 +122,18 @@ func TestLogdirMoveCommand(t *testing.T) {
 	}
 	release()
 
+	// orders-01 is not orders-1: partition numbers are canonical decimal, as Kafka names
+	// its folders. A usage error, and nothing changed.
+	for _, p := range []string{"orders-01", "orders-+1", "orders- 1"} {
+		code, _, stderr = logdirRun("move", "--from", d1, "--to", d2, "--partition", p)
+		if want := fmt.Sprintf("worker logdir move: --partition: partition %q: bad partition", p); code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("--partition %s: exit %d, want 2 and %q:\n%s", p, code, want, stderr)
+		}
+	}
+	if d := lt.Diff(before, lt.Snapshot(t, root)); len(d) > 0 {
+		t.Errorf("a non-canonical partition changed %v", d)
+	}
+
 	c := lt.NewMoveCase(t, d1, d2, "orders-1")
 	code, stdout, stderr := logdirRun("move", "--from", d1, "--to", d2, "--partition", "orders-1")
 	if code != 0 || !strings.Contains(stdout, "moved orders-1 from "+d1+" to "+d2+": 8 files") || stderr != "" {

@@ -46,7 +46,8 @@ type TP struct {
 func (tp TP) String() string { return tp.Topic + "-" + strconv.FormatInt(int64(tp.Partition), 10) }
 
 // ParseTP parses "<topic>-<partition>". Topic names may contain '-' and '.': the
-// partition is what follows the last '-'.
+// partition is what follows the last '-', in canonical decimal ("t-07" is an error, not
+// "t-7").
 func ParseTP(s string) (TP, error) {
 	i := strings.LastIndexByte(s, '-')
 	if i < 0 {
@@ -188,8 +189,15 @@ func parseCount(s string) (int, error) {
 	return int(n), nil
 }
 
+// canonical reports whether s is a non-negative integer in canonical decimal: digits
+// only, and no leading zero but in "0" itself. Kafka writes partition numbers so, in
+// folder names and checkpoint files alike; "07" is not partition 7 to this tool.
+func canonical(s string) bool {
+	return digits(s) && (s == "0" || s[0] != '0')
+}
+
 func parsePartition(s string) (int32, error) {
-	if !digits(s) {
+	if !canonical(s) {
 		return 0, fmt.Errorf("bad partition %q: want a non-negative int32", s)
 	}
 	p, err := strconv.ParseInt(s, 10, 32)

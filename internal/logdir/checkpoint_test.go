@@ -71,6 +71,7 @@ func TestCheckpointParseErrors(t *testing.T) {
 		{"CR in an entry", "0\n1\nt 0 1\r\n", name + `:3: carriage return in "t 0 1\r": line ends must be "\n"`},
 		{"negative partition", "0\n1\nt -1 5\n", name + `:3: bad partition "-1": want a non-negative int32`},
 		{"partition too big", "0\n1\nt 2147483648 5\n", name + `:3: bad partition "2147483648": want a non-negative int32`},
+		{"partition with a leading zero", "0\n1\nt 07 5\n", name + `:3: bad partition "07": want a non-negative int32`},
 		{"partition not a number", "0\n1\nt p 5\n", name + `:3: bad partition "p": want a non-negative int32`},
 		{"offset not a number", "0\n1\nt 0 five\n", name + `:3: bad offset "five": want an int64`},
 		{"offset with a plus", "0\n1\nt 0 +5\n", name + `:3: bad offset "+5": want an int64`},
@@ -201,7 +202,10 @@ func TestCheckpointParseTP(t *testing.T) {
 			t.Errorf("ParseTP(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"orders", "orders-", "-0", "orders-x", "orders-2147483648", "a/b-0", "orders-+1"} {
+	// Partition numbers are canonical decimal, as Kafka names its folders: "t-07" is not
+	// "t-7", and no sign or space is accepted.
+	for _, in := range []string{"orders", "orders-", "-0", "orders-x", "orders-2147483648", "a/b-0", "orders-+1",
+		"orders-07", "orders-00", "orders-007", "orders- 7", "orders-7 ", "orders-0x7"} {
 		if got, err := logdir.ParseTP(in); err == nil {
 			t.Errorf("ParseTP(%q) = %v, want an error", in, got)
 		}
@@ -227,6 +231,13 @@ func TestCheckpointClassifyFolder(t *testing.T) {
 	}
 	if _, got := logdir.ClassifyFolder("my.topic-3.abc-future"); got != tp("my.topic", 3) {
 		t.Errorf("future folder's partition: %v", got)
+	}
+	// A non-canonical partition number names no partition: "orders-07.abc-future" is not
+	// an online move of orders-7.
+	for _, name := range []string{"orders-07.abc-future", "orders-00.abc-delete", "orders-+7.abc-stray"} {
+		if kind, got := logdir.ClassifyFolder(name); got != (logdir.TP{}) {
+			t.Errorf("ClassifyFolder(%q) = %s, %v; want no partition", name, kind, got)
+		}
 	}
 }
 
