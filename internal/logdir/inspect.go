@@ -100,6 +100,7 @@ func (r *Report) readMeta() {
 		if id, _ := m.BrokerID(); id == "" {
 			r.problem("%s has neither node.id nor broker.id", MetaFile)
 		}
+		r.Problems = append(r.Problems, m.Problems()...)
 	}
 }
 
@@ -242,8 +243,8 @@ func AcrossDirs(reports ...*Report) []string {
 	dirs := map[broker]map[TP][]string{}
 	var order []broker
 	for _, r := range reports {
-		if r == nil || r.Meta == nil {
-			continue
+		if r == nil || r.Meta == nil || len(r.Meta.Problems()) > 0 {
+			continue // its ids are not shown
 		}
 		id, _ := r.Meta.BrokerID()
 		b := broker{id, r.Meta.ClusterID()}

@@ -137,3 +137,46 @@ func inspectAll(t *testing.T, dirs ...string) []*logdir.Report {
 	}
 	return out
 }
+
+// The bytes of a checkpoint file or of meta.properties are never repeated in an error, a
+// refusal or a report: the file may be something its owner should not read (a link, a
+// hard link), and messages end up in terminals and logs. The messages name the file, the
+// line and what is wrong.
+func TestLogDirErrorsHideContent(t *testing.T) {
+	const secret = "hunter2:TOPSECRET" // not a topic name: a valid one would be an entry, shown as such
+	for _, tc := range []struct {
+		name, file, content, want string
+	}{
+		{"checkpoint", logdir.RecoveryPointCheckpoint, secret + "\n", "recovery-point-offset-checkpoint:1: want format version"},
+		{"checkpoint entry", logdir.ReplicationOffsetCheckpoint, "0\n1\n" + secret + " 0 1\n", "replication-offset-checkpoint:3: bad topic"},
+		{"checkpoint partition", logdir.CleanerOffsetCheckpoint, "0\n1\nt " + secret + " 1\n", "cleaner-offset-checkpoint:3: bad partition"},
+		{"meta broker.id", logdir.MetaFile, "broker.id=" + secret + "\ncluster.id=" + lt.ClusterID + "\n", "meta.properties: broker.id is not what Kafka writes"},
+		{"meta cluster.id", logdir.MetaFile, "broker.id=1\ncluster.id=" + secret + "\n", "meta.properties: cluster.id is not what Kafka writes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, d1, d2 := twoDirs(t)
+			lt.WriteFile(t, filepath.Join(d1, tc.file), tc.content)
+			_, err := logdir.Move(moveOpts(d1, d2, nil))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("move: %v, want an error with %q", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("move's error quotes the file: %v", err)
+			}
+			r, err := logdir.Inspect(d1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := r.WriteText(&out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tc.want) {
+				t.Errorf("inspect does not report %q:\n%s", tc.want, out.String())
+			}
+			if strings.Contains(out.String(), "hunter2") {
+				t.Errorf("inspect quotes the file:\n%s", out.String())
+			}
+		})
+	}
+}

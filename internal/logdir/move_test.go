@@ -292,7 +292,7 @@ func TestLogDirMoveRefusals(t *testing.T) {
 		{name: "malformed source checkpoint", setup: func(t *testing.T, root, d1, d2 string) (string, string) {
 			lt.WriteFile(t, filepath.Join(d1, logdir.RecoveryPointCheckpoint), "0\n3\norders 0 1\nx y\n")
 			return d1, d2
-		}, want: `--from: malformed checkpoint file, which this tool does not edit: $D1/recovery-point-offset-checkpoint:4: want "<topic> <partition> <offset>", got "x y"`},
+		}, want: `--from: malformed checkpoint file, which this tool does not edit: $D1/recovery-point-offset-checkpoint:4: want "<topic> <partition> <offset>": three fields separated by single spaces`},
 		{name: "target checkpoint count mismatch", setup: func(t *testing.T, root, d1, d2 string) (string, string) {
 			lt.WriteFile(t, filepath.Join(d2, logdir.CleanerOffsetCheckpoint), "0\n2\npayments 0 1\n")
 			return d1, d2

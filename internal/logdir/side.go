@@ -243,8 +243,12 @@ func sameDir(from, to *side) error {
 }
 
 // needIdentity is a Refusal when the meta.properties of s lacks the broker id or the
-// cluster id.
+// cluster id, or has an identifying value Kafka does not write (which is then never
+// repeated in a message).
 func needIdentity(s *side) (broker, cluster string, err error) {
+	if problems := s.meta.Problems(); len(problems) > 0 {
+		return "", "", refusef("%s %s: %s", s.role, s.dir, strings.Join(problems, "; "))
+	}
 	broker, _ = s.meta.BrokerID()
 	if broker == "" {
 		return "", "", refusef("%s %s: %s has neither node.id nor broker.id", s.role, s.dir, MetaFile)
