@@ -86,8 +86,9 @@
 // the source into the trash, and a rerun resolves that. At every step, either D1/T-P is
 // whole with its entries in the files of D1, or D2/T-P is whole with its entries in D2.
 //
-// For tests, the environment variable KAFKAMENDER_LOGDIR_KILL_AT=<step> makes the process
-// SIGKILL itself at that step; MoveSteps and RecoverSteps list them in order.
+// For tests, in a build with the tag kafkamender_testhooks, the environment variable
+// KAFKAMENDER_LOGDIR_KILL_AT=<step> makes the process SIGKILL itself at that step;
+// MoveSteps and RecoverSteps list them in order. Other builds ignore the variable.
 //
 // # KRaft brokers with several log dirs
 //

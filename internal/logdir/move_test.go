@@ -441,16 +441,6 @@ func TestLogDirMoveTargetOnlyConflict(t *testing.T) {
 	}
 }
 
-// An unknown step name in the crash hook is an error, not a run without the hook.
-func TestLogDirKillHookUnknownStep(t *testing.T) {
-	_, d1, d2 := twoDirs(t)
-	t.Setenv(logdir.KillEnv, "nope")
-	_, err := logdir.Move(moveOpts(d1, d2, nil))
-	if err == nil || !strings.Contains(err.Error(), `KAFKAMENDER_LOGDIR_KILL_AT="nope" is not a step of move`) {
-		t.Errorf("error %v", err)
-	}
-}
-
 func fmtErr(err error) string {
 	if err == nil {
 		return "<nil>"
