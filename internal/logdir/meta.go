@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -17,16 +15,6 @@ const MetaFile = "meta.properties"
 // Meta is a parsed meta.properties (a Java properties file of key=value lines).
 type Meta struct {
 	Props map[string]string
-}
-
-// ReadMeta reads dir/meta.properties; a missing file is an error that satisfies
-// errors.Is(err, fs.ErrNotExist).
-func ReadMeta(dir string) (*Meta, error) {
-	data, err := os.ReadFile(filepath.Join(dir, MetaFile))
-	if err != nil {
-		return nil, err
-	}
-	return ParseMeta(data), nil
 }
 
 // ParseMeta parses the key=value (or key:value) lines of a properties file; blank lines

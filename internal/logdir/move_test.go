@@ -359,22 +359,25 @@ func TestLogDirMoveRefusals(t *testing.T) {
 }
 
 // The staging directory must be on the log dir's filesystem, or renames would not be
-// atomic: a staging directory elsewhere (here, a symlink to /dev/shm) is refused.
+// atomic: a log dir that is a mount point (here a tmpfs, mounted when the test may) has
+// its staging directory on another filesystem, and is refused.
 func TestLogDirMoveStagingOnOtherFilesystem(t *testing.T) {
-	root, d1, d2 := twoDirs(t)
-	other, err := os.MkdirTemp("/dev/shm", "logdir-test-")
-	if err != nil {
-		t.Skipf("no /dev/shm: %v", err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(other) })
-	if devOf(t, other) == devOf(t, root) {
-		t.Skip("/dev/shm is on the temp dir's filesystem")
-	}
-	if err := os.Symlink(other, logdir.StagingDir(d2)); err != nil {
+	root := t.TempDir()
+	d1, d2 := filepath.Join(root, "disk1", "kafka-logs"), filepath.Join(root, "disk2")
+	if err := os.MkdirAll(d2, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mount("tmpfs", d2, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs (not root?): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(d2, syscall.MNT_DETACH) })
+	lt.LogDir(t, d1, 1, "orders-0", moved)
+	lt.LogDir(t, d2, 1)
+	if devOf(t, d2) == devOf(t, root) {
+		t.Fatal("the tmpfs is on the temp dir's filesystem")
+	}
 	before := lt.Snapshot(t, root)
-	_, err = logdir.Move(moveOpts(d1, d2, nil))
+	_, err := logdir.Move(moveOpts(d1, d2, nil))
 	var refusal *logdir.Refusal
 	if !errors.As(err, &refusal) || !strings.Contains(err.Error(), "is on another filesystem than the log dir") {
 		t.Errorf("error %v, want a refusal naming the filesystem", err)
