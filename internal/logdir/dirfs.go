@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The broker's user owns its log dirs and may plant symbolic links in them, and this tool
@@ -77,6 +79,16 @@ func closeAll(ds ...*dir) {
 // join is the path of name in d, for messages.
 func (d *dir) join(name string) string { return filepath.Join(d.path, name) }
 
+// pathErr gives a *os.PathError about name the whole path of name, for messages (the
+// methods of os.Root name the path relative to the root).
+func (d *dir) pathErr(err error, name string) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) && pe.Path == name {
+		pe.Path = d.join(name)
+	}
+	return err
+}
+
 // checkName refuses what is not one path component: the tool only ever names the entries
 // of a directory it holds open.
 func checkName(name string) error {
@@ -94,7 +106,8 @@ func (d *dir) lstat(name string) (fs.FileInfo, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	return d.root.Lstat(name)
+	fi, err := d.root.Lstat(name)
+	return fi, d.pathErr(err, name)
 }
 
 // exists reports whether d has an entry name (of any kind).
@@ -149,7 +162,7 @@ func (d *dir) sub(name string) (*dir, error) {
 	}
 	r, err := d.root.OpenRoot(name)
 	if err != nil {
-		return nil, err
+		return nil, d.pathErr(err, name)
 	}
 	s, err := newDir(d.join(name), r)
 	if err != nil {
@@ -172,7 +185,7 @@ func (d *dir) open(name string) (*os.File, fs.FileInfo, error) {
 	// then refuses it).
 	f, err := d.root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, d.pathErr(err, name)
 	}
 	if err := sameAs(d.join(name), f, fi); err != nil {
 		_ = f.Close()
@@ -207,7 +220,7 @@ func (d *dir) create(name string, perm fs.FileMode) (*os.File, error) {
 			return nil, lerr // a link: say so
 		}
 	}
-	return f, err
+	return f, d.pathErr(err, name)
 }
 
 // mkdir creates the directory name with mode perm (whatever the umask), owned by own
@@ -217,7 +230,7 @@ func (d *dir) mkdir(name string, perm fs.FileMode, own *owner) (*dir, error) {
 		return nil, err
 	}
 	if err := d.root.Mkdir(name, perm); err != nil {
-		return nil, err
+		return nil, d.pathErr(err, name)
 	}
 	s, err := d.sub(name)
 	if err != nil {
@@ -239,7 +252,7 @@ func (d *dir) remove(name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return d.root.Remove(name)
+	return d.pathErr(d.root.Remove(name), name)
 }
 
 // removeTree removes the directory name and everything in it, following no link (nothing
@@ -251,7 +264,7 @@ func (d *dir) removeTree(name string) error {
 		return err
 	}
 	if err := d.root.RemoveAll(name); err != nil {
-		return err
+		return d.pathErr(err, name)
 	}
 	return d.sync()
 }
@@ -270,8 +283,9 @@ func (d *dir) removeIfEmpty(name string) (bool, error) {
 	if err != nil || len(entries) > 0 {
 		return false, err
 	}
-	if err := d.remove(name); err != nil {
-		return false, err
+	// rmdir, not unlink: should something else have been put there meanwhile, it stays.
+	if err := unix.Unlinkat(int(d.f.Fd()), name, unix.AT_REMOVEDIR); err != nil {
+		return false, &os.PathError{Op: "rmdir", Path: d.join(name), Err: err}
 	}
 	return true, d.sync()
 }
@@ -297,7 +311,7 @@ func (d *dir) chtimes(name string, t time.Time) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	return d.root.Chtimes(name, t, t)
+	return d.pathErr(d.root.Chtimes(name, t, t), name)
 }
 
 // sync fsyncs the directory, making the creations, renames and removals in it durable.

@@ -34,7 +34,8 @@ type CheckpointInfo struct {
 	Name    string
 	Present bool
 	Entries []Entry
-	Err     string // the parse error, when the file is malformed
+	Err     string // why it could not be read, or the parse error when it is malformed
+	Unread  bool   // Err is why the file could not be read (not a parse error)
 }
 
 // Folder is a subdirectory of the log dir.
@@ -160,7 +161,7 @@ func (r *Report) readCheckpoints(d *dir) {
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			info.Present, info.Err = true, err.Error()
+			info.Present, info.Err, info.Unread = true, err.Error(), true
 			r.problem("%v", err)
 		default:
 			info.Present = true
@@ -351,6 +352,8 @@ func writeCheckpointInfo(b *strings.Builder, cp CheckpointInfo) {
 	switch {
 	case !cp.Present:
 		fmt.Fprintf(b, "  %s: absent\n", cp.Name)
+	case cp.Unread:
+		fmt.Fprintf(b, "  %s: UNREADABLE: %s\n", cp.Name, cp.Err)
 	case cp.Err != "":
 		fmt.Fprintf(b, "  %s: MALFORMED: %s\n", cp.Name, cp.Err)
 	default:

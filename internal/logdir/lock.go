@@ -100,6 +100,7 @@ func openLock(d *dir, own *owner) (*os.File, error) {
 	fi, err := d.entry(LockFile, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		f, err := d.root.OpenFile(LockFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		err = d.pathErr(err, LockFile)
 		if err == nil {
 			err = own.chownFile(f)
 		}
@@ -110,7 +111,7 @@ func openLock(d *dir, own *owner) (*os.File, error) {
 	}
 	f, err := d.root.OpenFile(LockFile, os.O_RDWR, 0)
 	if err != nil {
-		return nil, err
+		return nil, d.pathErr(err, LockFile)
 	}
 	if err := sameAs(d.join(LockFile), f, fi); err != nil {
 		_ = f.Close()

@@ -218,6 +218,13 @@ func (op *operation) removeStaged(s *side, names ...string) error {
 	}
 	stage.close()
 	removed, err := s.parent.removeIfEmpty(s.stagingName())
+	if permissionDenied(err) {
+		// The parent of the log dir is not this user's (a mount point, root's): run as root,
+		// the tool runs as the log dir's owner, and the root process that started it removes
+		// the staging directory it made for it (Drop.Finish).
+		op.logf("left the empty staging directory %s: this user may not remove it from %s", s.staging, s.parent.path)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", s.staging, err)
 	}
