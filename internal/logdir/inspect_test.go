@@ -63,15 +63,8 @@ func TestLogDirInspectGolden(t *testing.T) {
 	lt.WriteFile(t, filepath.Join(logdir.StagingDir(dir), "orders-5", "00000000000000000000.log"), "partial")
 	lt.WriteFile(t, filepath.Join(logdir.StagingDir(dir), "trash-orders-6", "00000000000000000000.log"), "old")
 
-	r, err := logdir.Inspect(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := r.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "inspect.golden", []byte(strings.ReplaceAll(out.String(), dir, "$DIR")))
+	r, out := inspectText(t, dir)
+	golden(t, "inspect.golden", []byte(strings.ReplaceAll(out, dir, "$DIR")))
 	if len(r.Problems) != 9 {
 		t.Errorf("%d problems, want 9: %q", len(r.Problems), r.Problems)
 	}
@@ -163,20 +156,27 @@ func TestLogDirErrorsHideContent(t *testing.T) {
 			if err != nil && strings.Contains(err.Error(), "hunter2") {
 				t.Errorf("move's error quotes the file: %v", err)
 			}
-			r, err := logdir.Inspect(d1)
-			if err != nil {
-				t.Fatal(err)
+			_, out := inspectText(t, d1)
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("inspect does not report %q:\n%s", tc.want, out)
 			}
-			var out bytes.Buffer
-			if err := r.WriteText(&out); err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(out.String(), tc.want) {
-				t.Errorf("inspect does not report %q:\n%s", tc.want, out.String())
-			}
-			if strings.Contains(out.String(), "hunter2") {
-				t.Errorf("inspect quotes the file:\n%s", out.String())
+			if strings.Contains(out, "hunter2") {
+				t.Errorf("inspect quotes the file:\n%s", out)
 			}
 		})
 	}
+}
+
+// inspectText inspects dir and returns the report and its text.
+func inspectText(t *testing.T, dir string) (*logdir.Report, string) {
+	t.Helper()
+	r, err := logdir.Inspect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	return r, out.String()
 }

@@ -122,10 +122,11 @@ func symlink(t *testing.T, target, link string) {
 	}
 }
 
-// wantSymlinkError checks that err names link as a symbolic link, and does not quote the
-// secret.
-func wantSymlinkError(t *testing.T, err error, link string) {
+// refused checks that err names link as a symbolic link without quoting the secret, and
+// that nothing outside was touched.
+func (o *outside) refused(t *testing.T, root string, err error, link string) {
 	t.Helper()
+	defer o.untouched(t, root)
 	if want := link + " is a symbolic link"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("error %v, want one with %q", err, want)
 	}
@@ -172,8 +173,7 @@ func TestLogDirMoveRefusesSymlinks(t *testing.T) {
 			o := newOutside(t)
 			link := tc.plant(t, o, d1, d2)
 			_, err := logdir.Move(moveOpts(d1, d2, nil))
-			wantSymlinkError(t, err, link)
-			o.untouched(t, root)
+			o.refused(t, root, err, link)
 		})
 	}
 }
@@ -198,8 +198,7 @@ func TestLogDirMoveRefusesSymlinkPlantedMidway(t *testing.T) {
 		}
 	})
 	_, err := logdir.Move(opts)
-	wantSymlinkError(t, err, filepath.Join(d2, logdir.CleanerOffsetCheckpoint+".tmp"))
-	o.untouched(t, root)
+	o.refused(t, root, err, filepath.Join(d2, logdir.CleanerOffsetCheckpoint+".tmp"))
 	if fi, err := os.Lstat(o.secret); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("%s: %v, %v; want mode 0600", o.secret, fi.Mode(), err)
 	}
@@ -227,8 +226,7 @@ func TestLogDirRecoverRefusesSymlinks(t *testing.T) {
 			o := newOutside(t)
 			link := tc.plant(t, o, healthy, broken)
 			_, err := logdir.Recover(recoverOpts(healthy, broken, nil))
-			wantSymlinkError(t, err, link)
-			o.untouched(t, root)
+			o.refused(t, root, err, link)
 		})
 	}
 }
@@ -242,31 +240,21 @@ func TestLogDirInspectRefusesSymlinks(t *testing.T) {
 		plant(t, filepath.Join(o.elsewhere, moved), filepath.Join(d1, "orders-1")),
 		plant(t, o.elsewhere, logdir.StagingDir(d1)),
 	}
-	r, err := logdir.Inspect(d1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := r.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
+	_, out := inspectText(t, d1)
 	for _, link := range links {
-		if !strings.Contains(out.String(), link+" is a symbolic link") {
-			t.Errorf("the report does not name %s as a link:\n%s", link, out.String())
+		if !strings.Contains(out, link+" is a symbolic link") {
+			t.Errorf("the report does not name %s as a link:\n%s", link, out)
 		}
 	}
-	if strings.Contains(out.String(), "TOPSECRET") || strings.Contains(out.String(), "0000000000000000000.log") {
-		t.Errorf("the report shows what is outside:\n%s", out.String())
+	if strings.Contains(out, "TOPSECRET") || strings.Contains(out, "0000000000000000000.log") {
+		t.Errorf("the report shows what is outside:\n%s", out)
 	}
 	o.untouched(t, root)
 
 	// meta.properties as a link: not read.
 	plant(t, o.secret, filepath.Join(d1, logdir.MetaFile))
 	o.arm(t)
-	r, err = logdir.Inspect(d1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, _ := inspectText(t, d1)
 	if r.Meta != nil || !strings.Contains(r.MetaErr, "is a symbolic link") {
 		t.Errorf("meta %v, %q", r.Meta, r.MetaErr)
 	}
