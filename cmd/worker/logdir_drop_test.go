@@ -31,6 +31,14 @@ func dropRoot(t *testing.T) (root, bin string) {
 			t.Fatal(err)
 		}
 	}
+	for d := filepath.Dir(filepath.Dir(root)); ; d = filepath.Dir(d) {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm()&0o001 == 0 {
+			t.Skipf("%s is not open to other users (%v): the temp dir must be, for a process run as uid %d", d, err, nobody)
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
 	built := buildWorker(t)
 	bin = filepath.Join(root, "bin", "worker")
 	data, err := os.ReadFile(built)
