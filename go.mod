@@ -23,6 +23,7 @@ require (
 	github.com/twmb/franz-go/plugin/kzap v1.1.2
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.5
+	golang.org/x/sys v0.48.0
 	golang.org/x/time v0.16.0
 )
 
@@ -41,7 +42,6 @@ require (
 	github.com/synadia-io/orbit.go/natsext v0.1.3 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )

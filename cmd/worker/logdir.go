@@ -5,7 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/kafkamender/kafkamender/internal/logdir"
 )
@@ -39,6 +43,10 @@ malformed. Interrupted at any point, they finish when run again with the same
 arguments. On a KRaft broker with several log dirs (meta.properties has
 directory.id) the broker reports a moved replica's new directory to the
 controller when it starts.
+
+Run it as the broker's user or as root: run as root, it re-executes itself as
+the owner of the log dirs (which must have one owner) and works as that user.
+It follows no symbolic link inside a log dir or its staging directory.
 
 Run "worker logdir COMMAND --help" for a command's flags; docs/logdir-offline.md
 has the details.
@@ -112,6 +120,9 @@ found with --strict.
 	if len(dirs) == 0 {
 		return usageError(fs, stderr, "--dir is required")
 	}
+	if code, done := asOwner("inspect", args, dirs, nil, stdout, stderr); done {
+		return code
+	}
 	code, problems := exitOK, 0
 	var reports []*logdir.Report
 	for i, dir := range dirs {
@@ -172,6 +183,13 @@ func logdirChange(name string, do func(logdir.Options) (*logdir.Result, error), 
 	}
 	if _, err := logdir.ParseTP(*partition); err != nil {
 		return usageError(fs, stderr, "--partition: "+err.Error())
+	}
+	staging := []string{*from, *to} // move stages its copy in --to's and the source's trash in --from's
+	if name == "recover" {
+		staging = staging[1:] // nothing in --from is changed
+	}
+	if code, done := asOwner(name, args, []string{*from, *to}, staging, stdout, stderr); done {
+		return code
 	}
 	_, err := do(logdir.Options{From: *from, To: *to, Partition: *partition, Out: stdout})
 	var refusal *logdir.Refusal
@@ -252,4 +270,71 @@ func usageError(fs *flag.FlagSet, stderr io.Writer, msg string) int {
 	fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), msg)
 	fs.Usage()
 	return exitUsage
+}
+
+// asOwner runs "worker logdir name args..." as the owner of the log dirs when this
+// process is root and they are not root's (logdir.PlanDrop): it re-executes this binary
+// as that user, which does all the work, creates beforehand the staging directories of
+// the dirs in staging that the user may be unable to create, and removes them afterwards
+// when empty. done reports that it ran the command (or refused to), with its exit status;
+// when it is false the command runs in this process.
+func asOwner(name string, args, dirs, staging []string, stdout, stderr io.Writer) (code int, done bool) {
+	drop, err := logdir.PlanDrop(dirs...)
+	if err != nil {
+		fmt.Fprintf(stderr, "worker logdir %s: refused: %v\n", name, err)
+		return exitFailed, true
+	}
+	if drop == nil {
+		return 0, false
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintf(stderr, "worker logdir %s: find this program to run it as %s: %v\n", name, drop, err)
+		return exitFailed, true
+	}
+	if err := drop.Prepare(staging...); err != nil {
+		fmt.Fprintf(stderr, "worker logdir %s: failed: %v\n", name, err)
+		return exitFailed, true
+	}
+	code = runAs(drop, exe, append([]string{"logdir", name}, args...), name, stdout, stderr)
+	if err := drop.Finish(stdout); err != nil {
+		fmt.Fprintf(stderr, "worker logdir %s: %v\n", name, err)
+		code = max(code, exitFailed)
+	}
+	return code, true
+}
+
+// runAs runs exe with args as the drop's user, passing signals on, and returns its exit
+// status.
+func runAs(drop *logdir.Drop, exe string, args []string, name string, stdout, stderr io.Writer) int {
+	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = drop.SysProcAttr()
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(stderr, "worker logdir %s: cannot run %s as %s, the owner of the log dirs: %v "+
+			"(that user must be able to run it: install it in e.g. /usr/local/bin)\n", name, exe, drop, err)
+		return exitFailed
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer func() {
+		signal.Stop(sigs)
+		close(sigs)
+	}()
+	go func() {
+		for s := range sigs {
+			_ = cmd.Process.Signal(s)
+		}
+	}()
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &exit) && exit.ExitCode() >= 0:
+		return exit.ExitCode()
+	default:
+		fmt.Fprintf(stderr, "worker logdir %s: the process running as %s ended: %v\n", name, drop, err)
+		return exitFailed
+	}
 }

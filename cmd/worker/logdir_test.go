@@ -122,6 +122,18 @@ func TestLogdirMoveCommand(t *testing.T) {
 	}
 	release()
 
+	// orders-01 is not orders-1: partition numbers are canonical decimal, as Kafka names
+	// its folders. A usage error, and nothing changed.
+	for _, p := range []string{"orders-01", "orders-+1", "orders- 1"} {
+		code, _, stderr = logdirRun("move", "--from", d1, "--to", d2, "--partition", p)
+		if want := fmt.Sprintf("worker logdir move: --partition: partition %q: bad partition", p); code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("--partition %s: exit %d, want 2 and %q:\n%s", p, code, want, stderr)
+		}
+	}
+	if d := lt.Diff(before, lt.Snapshot(t, root)); len(d) > 0 {
+		t.Errorf("a non-canonical partition changed %v", d)
+	}
+
 	c := lt.NewMoveCase(t, d1, d2, "orders-1")
 	code, stdout, stderr := logdirRun("move", "--from", d1, "--to", d2, "--partition", "orders-1")
 	if code != 0 || !strings.Contains(stdout, "moved orders-1 from "+d1+" to "+d2+": 8 files") || stderr != "" {
@@ -157,9 +169,10 @@ func TestLogdirRecoverCommand(t *testing.T) {
 
 // The real binary, killed (SIGKILL, by its crash hook) at every step of a move and of a
 // recovery, leaves a state a rerun finishes from: the source whole or the target
-// complete, checkpoint files that parse, no folder Kafka fails on.
+// complete, checkpoint files that parse, no folder Kafka fails on. The hook is only in a
+// build with the test hooks' tag.
 func TestLogdirCrash(t *testing.T) {
-	bin := buildWorker(t)
+	bin := buildBinary(t, ".", "worker", "-tags", logdir.TestHooksTag)
 	for _, step := range logdir.MoveSteps {
 		t.Run("move/"+step, func(t *testing.T) {
 			t.Parallel()
@@ -201,6 +214,23 @@ func TestLogdirCrash(t *testing.T) {
 			inspectExit(t, bin, false, healthy, broken)
 		})
 	}
+}
+
+// A release build (no test hooks' tag) has no crash hook: told to die at a step, the
+// worker finishes the move.
+func TestLogdirKillHookNotInReleaseBuild(t *testing.T) {
+	bin := buildWorker(t)
+	root := t.TempDir()
+	d1, d2 := filepath.Join(root, "d1"), filepath.Join(root, "d2")
+	lt.LogDir(t, d1, 1, "orders-0", "orders-1")
+	lt.LogDir(t, d2, 1)
+	c := lt.NewMoveCase(t, d1, d2, "orders-1")
+	cmd := exec.Command(bin, "logdir", "move", "--from", d1, "--to", d2, "--partition", "orders-1")
+	cmd.Env = append(os.Environ(), logdir.KillEnv+"="+logdir.StepPlaced)
+	if out, err := cmd.CombinedOutput(); err != nil || strings.Contains(string(out), "killing this process") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	c.CheckDone(t)
 }
 
 // inspectExit runs "worker logdir inspect --strict" on dirs: exit 3 when problems are

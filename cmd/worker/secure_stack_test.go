@@ -451,10 +451,11 @@ func samePlacement(a, b []model.Partition) bool {
 }
 
 // buildBinary builds the main package at dir into a temp dir, as name.
-func buildBinary(t *testing.T, dir, name string) string {
+func buildBinary(t *testing.T, dir, name string, flags ...string) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), name)
-	if out, err := exec.Command("go", "build", "-o", bin, dir).CombinedOutput(); err != nil {
+	args := append(append([]string{"build", "-o", bin}, flags...), dir)
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", dir, err, out)
 	}
 	return bin

@@ -2,6 +2,7 @@ package logdir
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -46,7 +47,8 @@ type TP struct {
 func (tp TP) String() string { return tp.Topic + "-" + strconv.FormatInt(int64(tp.Partition), 10) }
 
 // ParseTP parses "<topic>-<partition>". Topic names may contain '-' and '.': the
-// partition is what follows the last '-'.
+// partition is what follows the last '-', in canonical decimal ("t-07" is an error, not
+// "t-7").
 func ParseTP(s string) (TP, error) {
 	i := strings.LastIndexByte(s, '-')
 	if i < 0 {
@@ -77,6 +79,8 @@ type Checkpoint struct {
 }
 
 // ParseError is a malformed checkpoint file: the file, the 1-based line and what is wrong.
+// Msg never quotes the file's bytes: a checkpoint file may be a link to (or the copy of)
+// a file this process must not disclose, and errors end up in logs and terminals.
 type ParseError struct {
 	File string
 	Line int
@@ -88,9 +92,10 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%s:%d: %s", e.File, e.
 // ParseCheckpoint parses a checkpoint file strictly: version 0, the number of entries,
 // then exactly that many "<topic> <partition> <offset>" lines with single spaces and '\n'
 // line ends (the last one may be missing). Blank lines, CR characters, extra fields, a
-// partition that is not a non-negative int32 and an offset that is not an int64 are
-// errors naming the file and the line. An empty file is an empty checkpoint: Kafka creates
-// its checkpoint files empty and reads them so.
+// partition that is not a non-negative int32 in canonical decimal and an offset that is
+// not an int64 are errors naming the file, the line and what is wrong, never the content.
+// An empty file is an empty checkpoint: Kafka creates its checkpoint files empty and reads
+// them so.
 func ParseCheckpoint(name string, data []byte) (*Checkpoint, error) {
 	if len(data) == 0 {
 		return &Checkpoint{Version: CheckpointVersion}, nil
@@ -104,18 +109,18 @@ func ParseCheckpoint(name string, data []byte) (*Checkpoint, error) {
 	}
 	for i, l := range lines {
 		if strings.ContainsRune(l, '\r') {
-			return nil, fail(i+1, "carriage return in %q: line ends must be \"\\n\"", l)
+			return nil, fail(i+1, "carriage return: line ends must be \"\\n\"")
 		}
 	}
 	if len(lines) == 0 || lines[0] != strconv.Itoa(CheckpointVersion) {
-		return nil, fail(1, "want format version \"%d\", got %q", CheckpointVersion, first(lines))
+		return nil, fail(1, "want format version \"%d\"", CheckpointVersion)
 	}
 	if len(lines) < 2 {
 		return nil, fail(2, "want the number of entries, got the end of the file")
 	}
 	count, err := parseCount(lines[1])
 	if err != nil {
-		return nil, fail(2, "want the number of entries (a non-negative integer), got %q", lines[1])
+		return nil, fail(2, "want the number of entries (a non-negative integer)")
 	}
 	cp := &Checkpoint{Version: CheckpointVersion}
 	for i, l := range lines[2:] {
@@ -135,20 +140,13 @@ func ParseCheckpoint(name string, data []byte) (*Checkpoint, error) {
 	return cp, nil
 }
 
-func first(lines []string) string {
-	if len(lines) == 0 {
-		return ""
-	}
-	return lines[0]
-}
-
 func parseEntry(l string) (Entry, error) {
 	f := strings.Split(l, " ")
 	if l == "" {
 		return Entry{}, fmt.Errorf("blank line: want %q", entryFormat)
 	}
 	if len(f) != 3 || slices.Contains(f, "") {
-		return Entry{}, fmt.Errorf("want %q, got %q", entryFormat, l)
+		return Entry{}, fmt.Errorf("want %q: three fields separated by single spaces", entryFormat)
 	}
 	if err := validTopic(f[0]); err != nil {
 		return Entry{}, err
@@ -179,7 +177,7 @@ func digits(s string) bool {
 
 func parseCount(s string) (int, error) {
 	if !digits(s) {
-		return 0, fmt.Errorf("not a non-negative integer: %q", s)
+		return 0, errors.New("not a non-negative integer")
 	}
 	n, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
@@ -188,24 +186,31 @@ func parseCount(s string) (int, error) {
 	return int(n), nil
 }
 
+// canonical reports whether s is a non-negative integer in canonical decimal: digits
+// only, and no leading zero but in "0" itself. Kafka writes partition numbers so, in
+// folder names and checkpoint files alike; "07" is not partition 7 to this tool.
+func canonical(s string) bool {
+	return digits(s) && (s == "0" || s[0] != '0')
+}
+
 func parsePartition(s string) (int32, error) {
-	if !digits(s) {
-		return 0, fmt.Errorf("bad partition %q: want a non-negative int32", s)
+	if !canonical(s) {
+		return 0, errBadPartition
 	}
 	p, err := strconv.ParseInt(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("bad partition %q: want a non-negative int32", s)
+		return 0, errBadPartition
 	}
 	return int32(p), nil
 }
 
 func parseOffset(s string) (int64, error) {
 	if !digits(strings.TrimPrefix(s, "-")) {
-		return 0, fmt.Errorf("bad offset %q: want an int64", s)
+		return 0, errBadOffset
 	}
 	off, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("bad offset %q: want an int64", s)
+		return 0, errBadOffset
 	}
 	return off, nil
 }
@@ -213,19 +218,30 @@ func parseOffset(s string) (int64, error) {
 // maxTopicLen is Kafka's limit on the length of a topic name.
 const maxTopicLen = 249
 
+// The errors of the fields of a checkpoint entry (and of ParseTP): they say what is
+// wrong, not what the field holds.
+var (
+	errBadPartition = errors.New("bad partition: want a non-negative int32 in canonical decimal")
+	errBadOffset    = errors.New("bad offset: want an int64")
+)
+
 // validTopic applies Kafka's rules for topic names: 1 to 249 characters of
-// [a-zA-Z0-9._-], and not "." or "..".
+// [a-zA-Z0-9._-], and not "." or "..". The error gives the position of a bad character,
+// not the character.
 func validTopic(t string) error {
 	if t == "" || t == "." || t == ".." || len(t) > maxTopicLen {
-		return fmt.Errorf("bad topic %q: want 1 to %d characters of [a-zA-Z0-9._-], not \".\" or \"..\"", t, maxTopicLen)
+		return fmt.Errorf("bad topic: want 1 to %d characters of [a-zA-Z0-9._-], not \".\" or \"..\"", maxTopicLen)
 	}
 	for i := 0; i < len(t); i++ {
-		c := t[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("bad topic %q: character %q is not in [a-zA-Z0-9._-]", t, c)
+		if !topicChar(t[i]) {
+			return fmt.Errorf("bad topic: character %d is not in [a-zA-Z0-9._-]", i+1)
 		}
 	}
 	return nil
+}
+
+func topicChar(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Bytes is the file as Kafka writes it: the version, the number of entries and one

@@ -49,36 +49,37 @@ func TestCheckpointParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, data, want string
 	}{
-		{"wrong version", "1\n0\n", name + `:1: want format version "0", got "1"`},
-		{"version with a sign", "+0\n0\n", name + `:1: want format version "0", got "+0"`},
-		{"blank first line", "\n0\n", name + `:1: want format version "0", got ""`},
+		{"wrong version", "1\n0\n", name + `:1: want format version "0"`},
+		{"version with a sign", "+0\n0\n", name + `:1: want format version "0"`},
+		{"blank first line", "\n0\n", name + `:1: want format version "0"`},
 		{"only the version", "0\n", name + ":2: want the number of entries, got the end of the file"},
-		{"negative count", "0\n-1\n", name + `:2: want the number of entries (a non-negative integer), got "-1"`},
-		{"count not a number", "0\nx\n", name + `:2: want the number of entries (a non-negative integer), got "x"`},
-		{"count with spaces", "0\n 1\nt 0 1\n", name + `:2: want the number of entries (a non-negative integer), got " 1"`},
-		{"count too big", "0\n99999999999\n", name + `:2: want the number of entries (a non-negative integer), got "99999999999"`},
+		{"negative count", "0\n-1\n", name + `:2: want the number of entries (a non-negative integer)`},
+		{"count not a number", "0\nx\n", name + `:2: want the number of entries (a non-negative integer)`},
+		{"count with spaces", "0\n 1\nt 0 1\n", name + `:2: want the number of entries (a non-negative integer)`},
+		{"count too big", "0\n99999999999\n", name + `:2: want the number of entries (a non-negative integer)`},
 		{"too few entries", "0\n2\nt 0 1\n", name + ":4: the file ends after 1 entries, but line 2 announces 2"},
 		{"too few, no entries", "0\n1\n", name + ":3: the file ends after 0 entries, but line 2 announces 1"},
 		{"too many entries", "0\n1\nt 0 1\nt 1 1\n", name + ":4: more entries than the 1 that line 2 announces"},
-		{"two fields", "0\n1\nx y\n", name + `:3: want "<topic> <partition> <offset>", got "x y"`},
-		{"four fields", "0\n1\nt 0 1 2\n", name + `:3: want "<topic> <partition> <offset>", got "t 0 1 2"`},
-		{"two spaces", "0\n1\nt  0 1\n", name + `:3: want "<topic> <partition> <offset>", got "t  0 1"`},
-		{"trailing space", "0\n1\nt 0 1 \n", name + `:3: want "<topic> <partition> <offset>", got "t 0 1 "`},
-		{"tab", "0\n1\nt\t0 1\n", name + `:3: want "<topic> <partition> <offset>", got "t\t0 1"`},
+		{"two fields", "0\n1\nx y\n", name + `:3: want "<topic> <partition> <offset>": three fields separated by single spaces`},
+		{"four fields", "0\n1\nt 0 1 2\n", name + `:3: want "<topic> <partition> <offset>": three fields separated by single spaces`},
+		{"two spaces", "0\n1\nt  0 1\n", name + `:3: want "<topic> <partition> <offset>": three fields separated by single spaces`},
+		{"trailing space", "0\n1\nt 0 1 \n", name + `:3: want "<topic> <partition> <offset>": three fields separated by single spaces`},
+		{"tab", "0\n1\nt\t0 1\n", name + `:3: want "<topic> <partition> <offset>": three fields separated by single spaces`},
 		{"blank entry line", "0\n2\nt 0 1\n\nt 1 1\n", name + `:4: blank line: want "<topic> <partition> <offset>"`},
 		{"blank line at the end", "0\n1\nt 0 1\n\n", name + ":4: more entries than the 1 that line 2 announces"},
-		{"CRLF", "0\r\n0\r\n", name + `:1: carriage return in "0\r": line ends must be "\n"`},
-		{"CR in an entry", "0\n1\nt 0 1\r\n", name + `:3: carriage return in "t 0 1\r": line ends must be "\n"`},
-		{"negative partition", "0\n1\nt -1 5\n", name + `:3: bad partition "-1": want a non-negative int32`},
-		{"partition too big", "0\n1\nt 2147483648 5\n", name + `:3: bad partition "2147483648": want a non-negative int32`},
-		{"partition not a number", "0\n1\nt p 5\n", name + `:3: bad partition "p": want a non-negative int32`},
-		{"offset not a number", "0\n1\nt 0 five\n", name + `:3: bad offset "five": want an int64`},
-		{"offset with a plus", "0\n1\nt 0 +5\n", name + `:3: bad offset "+5": want an int64`},
-		{"offset too big", "0\n1\nt 0 9223372036854775808\n", name + `:3: bad offset "9223372036854775808": want an int64`},
-		{"offset a lone minus", "0\n1\nt 0 -\n", name + `:3: bad offset "-": want an int64`},
-		{"bad topic character", "0\n1\nt/x 0 5\n", name + `:3: bad topic "t/x": character '/' is not in [a-zA-Z0-9._-]`},
-		{"topic dot-dot", "0\n1\n.. 0 5\n", name + `:3: bad topic "..": want 1 to 249 characters of [a-zA-Z0-9._-], not "." or ".."`},
-		{"topic too long", "0\n1\n" + strings.Repeat("a", 250) + " 0 5\n", name + `:3: bad topic "` + strings.Repeat("a", 250) + `": want 1 to 249 characters of [a-zA-Z0-9._-], not "." or ".."`},
+		{"CRLF", "0\r\n0\r\n", name + `:1: carriage return: line ends must be "\n"`},
+		{"CR in an entry", "0\n1\nt 0 1\r\n", name + `:3: carriage return: line ends must be "\n"`},
+		{"negative partition", "0\n1\nt -1 5\n", name + `:3: bad partition: want a non-negative int32 in canonical decimal`},
+		{"partition too big", "0\n1\nt 2147483648 5\n", name + `:3: bad partition: want a non-negative int32 in canonical decimal`},
+		{"partition with a leading zero", "0\n1\nt 07 5\n", name + `:3: bad partition: want a non-negative int32 in canonical decimal`},
+		{"partition not a number", "0\n1\nt p 5\n", name + `:3: bad partition: want a non-negative int32 in canonical decimal`},
+		{"offset not a number", "0\n1\nt 0 five\n", name + `:3: bad offset: want an int64`},
+		{"offset with a plus", "0\n1\nt 0 +5\n", name + `:3: bad offset: want an int64`},
+		{"offset too big", "0\n1\nt 0 9223372036854775808\n", name + `:3: bad offset: want an int64`},
+		{"offset a lone minus", "0\n1\nt 0 -\n", name + `:3: bad offset: want an int64`},
+		{"bad topic character", "0\n1\nt/x 0 5\n", name + `:3: bad topic: character 2 is not in [a-zA-Z0-9._-]`},
+		{"topic dot-dot", "0\n1\n.. 0 5\n", name + `:3: bad topic: want 1 to 249 characters of [a-zA-Z0-9._-], not "." or ".."`},
+		{"topic too long", "0\n1\n" + strings.Repeat("a", 250) + " 0 5\n", name + `:3: bad topic: want 1 to 249 characters of [a-zA-Z0-9._-], not "." or ".."`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cp, err := logdir.ParseCheckpoint(name, []byte(tc.data))
@@ -93,6 +94,34 @@ func TestCheckpointParseErrors(t *testing.T) {
 				t.Errorf("not a ParseError with the file and line: %#v", err)
 			}
 		})
+	}
+}
+
+// A parse error names the file, the line and what is wrong, never the content: a
+// checkpoint file may hold (or be a link to) something this tool must not disclose.
+func TestCheckpointParseErrorsHideContent(t *testing.T) {
+	const secret = "hunter2-TOPSECRET"
+	for _, data := range []string{
+		secret,
+		secret + "\n0\n",
+		"0\n" + secret + "\n",
+		"0\n1\n" + secret + "\n",
+		"0\n1\n" + secret + " 0 1 2\n",
+		"0\n1\nt " + secret + " 5\n",
+		"0\n1\nt 0 " + secret + "\n",
+		"0\n1\n" + secret + "/x 0 5\n",
+		"0\n1\n" + secret + "\r\n",
+		"0\n1\n" + strings.Repeat(secret, 20) + " 0 5\n",
+	} {
+		_, err := logdir.ParseCheckpoint("f", []byte(data))
+		if err == nil {
+			t.Fatalf("%q parsed", data)
+		}
+		for _, part := range []string{secret, "hunter2", "TOPSECRET"} {
+			if strings.Contains(err.Error(), part) {
+				t.Errorf("the error for %q quotes the content: %v", data, err)
+			}
+		}
 	}
 }
 
@@ -201,7 +230,10 @@ func TestCheckpointParseTP(t *testing.T) {
 			t.Errorf("ParseTP(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"orders", "orders-", "-0", "orders-x", "orders-2147483648", "a/b-0", "orders-+1"} {
+	// Partition numbers are canonical decimal, as Kafka names its folders: "t-07" is not
+	// "t-7", and no sign or space is accepted.
+	for _, in := range []string{"orders", "orders-", "-0", "orders-x", "orders-2147483648", "a/b-0", "orders-+1",
+		"orders-07", "orders-00", "orders-007", "orders- 7", "orders-7 ", "orders-0x7"} {
 		if got, err := logdir.ParseTP(in); err == nil {
 			t.Errorf("ParseTP(%q) = %v, want an error", in, got)
 		}
@@ -227,6 +259,13 @@ func TestCheckpointClassifyFolder(t *testing.T) {
 	}
 	if _, got := logdir.ClassifyFolder("my.topic-3.abc-future"); got != tp("my.topic", 3) {
 		t.Errorf("future folder's partition: %v", got)
+	}
+	// A non-canonical partition number names no partition: "orders-07.abc-future" is not
+	// an online move of orders-7.
+	for _, name := range []string{"orders-07.abc-future", "orders-00.abc-delete", "orders-+7.abc-stray"} {
+		if kind, got := logdir.ClassifyFolder(name); got != (logdir.TP{}) {
+			t.Errorf("ClassifyFolder(%q) = %s, %v; want no partition", name, kind, got)
+		}
 	}
 }
 

@@ -56,6 +56,18 @@
 // sibling D + ".kafkamender", which must be on D's filesystem (same device) so that the
 // renames are atomic; when D is a mount point, it is not, and the tool refuses.
 //
+// # Symbolic links
+//
+// The broker's user owns the log dirs and can plant links in them; the tool may run as
+// root. So it follows none below a log dir or its staging directory (Kafka makes none
+// there): it opens each log dir, and the directory holding it, once (the path the
+// operator gave may go through links), and reaches everything else one name at a time
+// through open directories (os.Root, so no name can leave them), refusing a link with a
+// SymlinkError that names it. Files are opened and then checked (fstat against lstat) to
+// be the entry that was not a link; new files are created with O_EXCL; renames (renameat
+// between the open directories), removals and time changes act on names, never on a
+// link's target. Inspect reports each link as a problem and does not read through it.
+//
 // # Locks
 //
 // A running broker holds a POSIX record lock on each dir's .lock (Java's
@@ -86,8 +98,9 @@
 // the source into the trash, and a rerun resolves that. At every step, either D1/T-P is
 // whole with its entries in the files of D1, or D2/T-P is whole with its entries in D2.
 //
-// For tests, the environment variable KAFKAMENDER_LOGDIR_KILL_AT=<step> makes the process
-// SIGKILL itself at that step; MoveSteps and RecoverSteps list them in order.
+// For tests, in a build with the tag kafkamender_testhooks, the environment variable
+// KAFKAMENDER_LOGDIR_KILL_AT=<step> makes the process SIGKILL itself at that step;
+// MoveSteps and RecoverSteps list them in order. Other builds ignore the variable.
 //
 // # KRaft brokers with several log dirs
 //

@@ -20,14 +20,22 @@ var ErrStopped = errStopped
 
 // LockDirs takes the locks Move and Recover take; release drops them.
 func LockDirs(dirs ...string) (release func(), err error) {
-	l, err := lockDirs(dirs...)
+	var sides []*side
+	defer func() {
+		for _, s := range sides {
+			s.close()
+		}
+	}()
+	for _, path := range dirs {
+		parent, d, err := openLogDir(path)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, &side{dir: d.path, d: d, parent: parent})
+	}
+	l, err := lockDirs(sides...)
 	if err != nil {
 		return nil, err
 	}
 	return l.release, nil
-}
-
-// WriteFileAtomic is writeFileAtomic, with the owner of a new file left to the process.
-func WriteFileAtomic(path string, data []byte, afterTmp func() error) error {
-	return writeFileAtomic(path, data, nil, afterTmp)
 }

@@ -7,7 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -15,35 +15,43 @@ import (
 // the same suffix for its own checkpoint writes.
 const tmpSuffix = ".tmp"
 
-// writeFileAtomic replaces path with data: it writes path+".tmp" in the same directory
-// (truncating a leftover of an interrupted write), fsyncs it, calls afterTmp (the crash
-// hook; nil for none), renames it over path and fsyncs the directory. An existing file
-// keeps its mode and owner; a new one gets mode 0644 and the owner own (nil: this process).
-func writeFileAtomic(path string, data []byte, own *owner, afterTmp func() error) error {
+// writeFileAtomic replaces the file name of d with data: it writes name+".tmp" in d (a
+// leftover of an interrupted write is removed first; the new one is created with O_EXCL,
+// never through a link), fsyncs it, calls afterTmp (the crash hook; nil for none), renames
+// it over name and fsyncs d. An existing file keeps its mode and owner; a new one gets
+// mode 0644 and the owner own (nil: this process). A link by either name is refused.
+func writeFileAtomic(d *dir, name string, data []byte, own *owner, afterTmp func() error) error {
 	perm := fs.FileMode(0o644)
-	if fi, err := os.Stat(path); err == nil {
+	if fi, err := d.entry(name, 0); err == nil {
 		perm = fi.Mode().Perm()
 		own = ownerOf(fi)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	tmp := name + tmpSuffix
+	if _, err := d.entry(tmp, 0); err == nil {
+		if err := d.remove(tmp); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := d.create(tmp, perm)
 	if err != nil {
 		return err
 	}
 	if err := writeSyncClose(f, data, perm, own); err != nil {
-		return fmt.Errorf("write %s: %w", tmp, err)
+		return fmt.Errorf("write %s: %w", d.join(tmp), err)
 	}
 	if afterTmp != nil {
 		if err := afterTmp(); err != nil {
 			return err
 		}
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := rename(d, tmp, d, name); err != nil {
 		return err
 	}
-	return syncDir(filepath.Dir(path))
+	return d.sync()
 }
 
 func writeSyncClose(f *os.File, data []byte, perm fs.FileMode, own *owner) error {
@@ -51,8 +59,8 @@ func writeSyncClose(f *os.File, data []byte, perm fs.FileMode, own *owner) error
 	if err == nil {
 		err = f.Chmod(perm) // the umask may have narrowed it
 	}
-	if err == nil && own != nil {
-		err = own.chown(f.Name())
+	if err == nil {
+		err = own.chownFile(f)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -61,56 +69,6 @@ func writeSyncClose(f *os.File, data []byte, perm fs.FileMode, own *owner) error
 		err = cerr
 	}
 	return err
-}
-
-// syncDir fsyncs a directory, making the creations, renames and removals in it durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("fsync %s: %w", dir, err)
-	}
-	return nil
-}
-
-// exists reports whether path exists (without following a final symlink).
-func exists(path string) (bool, error) {
-	_, err := os.Lstat(path)
-	if err == nil {
-		return true, nil
-	}
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	return false, err
-}
-
-// device returns the ID of the filesystem that holds path.
-func device(path string) (uint64, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0, err
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, fmt.Errorf("%s: no device number on this platform", path)
-	}
-	return uint64(st.Dev), nil
-}
-
-// freeBytes is the space an unprivileged user may still write on the filesystem of path.
-func freeBytes(path string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(path, &st); err != nil {
-		return 0, fmt.Errorf("statfs %s: %w", path, err)
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // owner is the uid and gid that copies and new files get: those of the log dir they are
@@ -125,17 +83,20 @@ func ownerOf(fi fs.FileInfo) *owner {
 	return &owner{uid: int(st.Uid), gid: int(st.Gid)}
 }
 
-// chown gives path to o unless it has that owner already.
-func (o *owner) chown(path string) error {
-	fi, err := os.Lstat(path)
+// chownFile gives the open file f to o unless it has that owner already (or o is nil).
+func (o *owner) chownFile(f *os.File) error {
+	if o == nil {
+		return nil
+	}
+	fi, err := f.Stat()
 	if err != nil {
 		return err
 	}
 	if cur := ownerOf(fi); cur != nil && *cur == *o {
 		return nil
 	}
-	if err := os.Lchown(path, o.uid, o.gid); err != nil {
-		return fmt.Errorf("give %s to uid %d gid %d: %w", path, o.uid, o.gid, err)
+	if err := f.Chown(o.uid, o.gid); err != nil {
+		return fmt.Errorf("give %s to uid %d gid %d: %w", f.Name(), o.uid, o.gid, err)
 	}
 	return nil
 }
@@ -207,16 +168,21 @@ func (m Manifest) Diff(o Manifest) string {
 	return ""
 }
 
-// manifestOf reads every file of the folder root and hashes it. Anything but regular files
-// and directories (a symlink, a device) is an error: Kafka writes neither.
-func manifestOf(root string) (Manifest, error) {
+// manifestOf reads every file of the folder d and hashes it. Anything but regular files
+// and directories (a symbolic link, a device) is an error: Kafka writes neither.
+func manifestOf(d *dir) (Manifest, error) {
 	var m Manifest
-	err := walk(root, func(rel string, d fs.DirEntry) error {
-		if d.IsDir() {
+	err := walk(d, func(rel string, parent *dir, name string, fi fs.FileInfo) error {
+		if fi.IsDir() {
 			m = append(m, File{Path: rel, Dir: true})
 			return nil
 		}
-		f, err := hashFile(filepath.Join(root, rel), io.Discard)
+		src, _, err := parent.open(name)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		f, err := hashFile(src, io.Discard)
 		f.Path = rel
 		m = append(m, f)
 		return err
@@ -227,41 +193,56 @@ func manifestOf(root string) (Manifest, error) {
 	return m, nil
 }
 
-// walk calls fn for everything below root in lexical order, with the path relative to
-// root; it refuses anything but regular files and directories.
-func walk(root string, fn func(rel string, d fs.DirEntry) error) error {
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if path == root {
-			if !d.IsDir() {
-				return fmt.Errorf("%s is not a directory", path)
-			}
-			return nil
-		}
-		if !d.IsDir() && !d.Type().IsRegular() {
-			return fmt.Errorf("%s is neither a regular file nor a directory (%s)", path, d.Type())
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		return fn(filepath.ToSlash(rel), d)
-	})
+// walk calls fn for everything below d, depth first in lexical order, with the path
+// relative to d ('/' separators), the directory that holds it, its name there and its
+// lstat; a directory is reported before what it holds. It follows no link: a symbolic
+// link is a SymlinkError, anything else but regular files and directories an error.
+func walk(d *dir, fn func(rel string, parent *dir, name string, fi fs.FileInfo) error) error {
+	return walkFrom(d, "", fn)
 }
 
-// hashFile copies path to w and returns its size and SHA-256.
-func hashFile(path string, w io.Writer) (File, error) {
-	src, err := os.Open(path)
+func walkFrom(d *dir, prefix string, fn func(rel string, parent *dir, name string, fi fs.FileInfo) error) error {
+	entries, err := d.list()
 	if err != nil {
-		return File{}, err
+		return err
 	}
-	defer src.Close()
+	for _, e := range entries {
+		name := e.Name()
+		fi, err := d.lstat(name)
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.Mode()&fs.ModeSymlink != 0:
+			return &SymlinkError{Path: d.join(name)}
+		case !fi.IsDir() && !fi.Mode().IsRegular():
+			return fmt.Errorf("%s is neither a regular file nor a directory (%s)", d.join(name), fi.Mode().Type())
+		}
+		rel := prefix + name
+		if err := fn(rel, d, name, fi); err != nil {
+			return err
+		}
+		if fi.IsDir() {
+			sub, err := d.sub(name)
+			if err != nil {
+				return err
+			}
+			err = walkFrom(sub, rel+"/", fn)
+			sub.close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hashFile copies src to w and returns its size and SHA-256.
+func hashFile(src *os.File, w io.Writer) (File, error) {
 	h := sha256.New()
 	n, err := io.Copy(io.MultiWriter(w, h), src)
 	if err != nil {
-		return File{}, fmt.Errorf("read %s: %w", path, err)
+		return File{}, fmt.Errorf("read %s: %w", src.Name(), err)
 	}
 	var f File
 	f.Size = n
@@ -269,33 +250,38 @@ func hashFile(path string, w io.Writer) (File, error) {
 	return f, nil
 }
 
-// copyTree copies the folder src to dst, which must not exist: files with their mode and
-// modification time (Kafka falls back on a segment's mtime for time-based retention),
-// owned by own. Every file and directory is fsynced. afterFirst (the crash hook) runs once
-// the first file is copied. It returns the manifest of src as read while copying.
-func copyTree(src, dst string, own *owner, afterFirst func() error) (Manifest, error) {
-	fi, err := os.Stat(src)
+// copyTree copies the folder src to the new directory name of parent (it must not exist):
+// files with their mode and modification time (Kafka falls back on a segment's mtime for
+// time-based retention), owned by own. Every file and directory is fsynced. afterFirst
+// (the crash hook) runs once the first file is copied. It returns the manifest of src as
+// read while copying.
+func copyTree(src, parent *dir, name string, own *owner, afterFirst func() error) (Manifest, error) {
+	fi, err := src.stat()
 	if err != nil {
 		return nil, err
 	}
-	if err := makeDir(dst, fi.Mode().Perm(), own); err != nil {
+	dst, err := parent.mkdir(name, fi.Mode().Perm(), own)
+	if err != nil {
 		return nil, err
 	}
-	dirs := []string{dst}
+	dirs := map[string]*dir{"": dst}
+	order := []*dir{dst}
+	defer func() { closeAll(order...) }()
 	var m Manifest
 	copied := 0
-	err = walk(src, func(rel string, d fs.DirEntry) error {
-		from, to := filepath.Join(src, filepath.FromSlash(rel)), filepath.Join(dst, filepath.FromSlash(rel))
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
+	err = walk(src, func(rel string, from *dir, name string, info fs.FileInfo) error {
+		to := dirs[parentRel(rel)]
+		if info.IsDir() {
 			m = append(m, File{Path: rel, Dir: true})
-			dirs = append(dirs, to)
-			return makeDir(to, info.Mode().Perm(), own)
+			sub, err := to.mkdir(name, info.Mode().Perm(), own)
+			if err != nil {
+				return err
+			}
+			dirs[rel] = sub
+			order = append(order, sub)
+			return nil
 		}
-		f, err := copyFile(from, to, info, own)
+		f, err := copyFile(from, to, name, own)
 		if err != nil {
 			return err
 		}
@@ -309,42 +295,43 @@ func copyTree(src, dst string, own *owner, afterFirst func() error) (Manifest, e
 	if err != nil {
 		return nil, err
 	}
-	for i := len(dirs) - 1; i >= 0; i-- {
-		if err := syncDir(dirs[i]); err != nil {
+	for i := len(order) - 1; i >= 0; i-- {
+		if err := order[i].sync(); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
 }
 
-func makeDir(path string, perm fs.FileMode, own *owner) error {
-	if err := os.Mkdir(path, perm); err != nil {
-		return err
+// parentRel is the relative path of the directory that holds rel ("" for the top).
+func parentRel(rel string) string {
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		return rel[:i]
 	}
-	if err := os.Chmod(path, perm); err != nil {
-		return err
-	}
-	if own != nil {
-		return own.chown(path)
-	}
-	return nil
+	return ""
 }
 
-// copyFile copies one file, keeping its mode and mtime, and fsyncs the copy.
-func copyFile(from, to string, info fs.FileInfo, own *owner) (File, error) {
-	out, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, info.Mode().Perm())
+// copyFile copies the file name of from to to, keeping its mode and mtime, and fsyncs
+// the copy.
+func copyFile(from, to *dir, name string, own *owner) (File, error) {
+	in, info, err := from.open(name)
 	if err != nil {
 		return File{}, err
 	}
-	f, err := hashFile(from, out)
+	defer in.Close()
+	out, err := to.create(name, info.Mode().Perm())
+	if err != nil {
+		return File{}, err
+	}
+	f, err := hashFile(in, out)
 	if err == nil {
 		err = out.Chmod(info.Mode().Perm())
 	}
-	if err == nil && own != nil {
-		err = own.chown(to)
+	if err == nil {
+		err = own.chownFile(out)
 	}
 	if err == nil {
-		err = os.Chtimes(to, info.ModTime(), info.ModTime())
+		err = to.chtimes(name, info.ModTime())
 	}
 	if err == nil {
 		err = out.Sync()
@@ -353,38 +340,7 @@ func copyFile(from, to string, info fs.FileInfo, own *owner) (File, error) {
 		err = cerr
 	}
 	if err != nil {
-		return File{}, fmt.Errorf("copy %s to %s: %w", from, to, err)
+		return File{}, fmt.Errorf("copy %s to %s: %w", from.join(name), to.join(name), err)
 	}
 	return f, nil
-}
-
-// removeTree removes path and everything below it (nothing when it does not exist) and
-// fsyncs its parent directory.
-func removeTree(path string) error {
-	ok, err := exists(path)
-	if err != nil || !ok {
-		return err
-	}
-	if err := os.RemoveAll(path); err != nil {
-		return err
-	}
-	return syncDir(filepath.Dir(path))
-}
-
-// removeIfEmpty removes the directory path when it exists and is empty.
-func removeIfEmpty(path string) (bool, error) {
-	entries, err := os.ReadDir(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	if len(entries) > 0 {
-		return false, nil
-	}
-	if err := os.Remove(path); err != nil {
-		return false, err
-	}
-	return true, syncDir(filepath.Dir(path))
 }

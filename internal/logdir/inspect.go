@@ -34,7 +34,8 @@ type CheckpointInfo struct {
 	Name    string
 	Present bool
 	Entries []Entry
-	Err     string // the parse error, when the file is malformed
+	Err     string // why it could not be read, or the parse error when it is malformed
+	Unread  bool   // Err is why the file could not be read (not a parse error)
 }
 
 // Folder is a subdirectory of the log dir.
@@ -53,6 +54,9 @@ type Folder struct {
 //
 // It probes dir/.lock with fcntl: do not call it on a dir whose lock this process holds
 // (see ProbeLock).
+//
+// It follows no symbolic link in the dir (or in its staging directory): each one is a
+// problem, and what it points to is not read.
 func Inspect(dir string) (*Report, error) {
 	fi, err := os.Stat(dir)
 	if err != nil {
@@ -61,22 +65,23 @@ func Inspect(dir string) (*Report, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	resolved, err := resolve(dir)
+	parent, d, err := openLogDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	r := &Report{Dir: dir, Staging: StagingDir(resolved)}
-	r.readMeta()
-	r.readLock()
-	if r.CleanShutdown, err = exists(filepath.Join(dir, CleanShutdownFile)); err != nil {
+	defer closeAll(d, parent)
+	r := &Report{Dir: dir, Staging: StagingDir(d.path)}
+	r.readMeta(d)
+	r.readLock(d)
+	if r.CleanShutdown, err = d.exists(CleanShutdownFile); err != nil {
 		return nil, err
 	}
-	if err := r.readRoot(); err != nil {
+	if err := r.readRoot(d); err != nil {
 		return nil, err
 	}
-	r.readCheckpoints()
+	r.readCheckpoints(d)
 	r.crossCheck()
-	if err := r.readStaging(); err != nil {
+	if err := r.readStaging(parent, filepath.Base(d.path)+StagingSuffix); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -86,40 +91,46 @@ func (r *Report) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
 }
 
-func (r *Report) readMeta() {
-	m, err := ReadMeta(r.Dir)
+func (r *Report) readMeta(d *dir) {
+	data, err := d.readFile(MetaFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		r.MetaErr = "absent"
 		r.problem("%s is absent: this is not a Kafka log dir, or its broker never started on it", MetaFile)
 	case err != nil:
 		r.MetaErr = err.Error()
-		r.problem("%s: %v", MetaFile, err)
+		r.problem("%v", err)
 	default:
+		m := ParseMeta(data)
 		r.Meta = m
 		if id, _ := m.BrokerID(); id == "" {
 			r.problem("%s has neither node.id nor broker.id", MetaFile)
 		}
+		r.Problems = append(r.Problems, m.Problems()...)
 	}
 }
 
-func (r *Report) readLock() {
-	st, err := ProbeLock(r.Dir)
+func (r *Report) readLock(d *dir) {
+	st, err := probeLock(d)
 	r.Lock = st
 	if err != nil {
 		r.LockErr = err.Error()
-		r.problem("%s: %v", LockFile, err)
+		r.problem("%v", err)
 	}
 }
 
 // readRoot lists the subdirectories and the leftover temporary files of the root.
-func (r *Report) readRoot() error {
-	entries, err := os.ReadDir(r.Dir)
+func (r *Report) readRoot(d *dir) error {
+	entries, err := d.list()
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
 		name := e.Name()
+		if e.Type()&fs.ModeSymlink != 0 {
+			r.problem("%v", &SymlinkError{Path: d.join(name)})
+			continue
+		}
 		if !e.IsDir() {
 			if strings.HasSuffix(name, tmpSuffix) {
 				r.TmpFiles = append(r.TmpFiles, name)
@@ -129,7 +140,7 @@ func (r *Report) readRoot() error {
 		}
 		f := Folder{Name: name}
 		f.Kind, f.TP = ClassifyFolder(name)
-		files, size, err := countTree(filepath.Join(r.Dir, name))
+		files, size, err := countFolder(d, name)
 		f.Files, f.Bytes = files, size
 		if err != nil {
 			f.Err = err.Error()
@@ -143,15 +154,15 @@ func (r *Report) readRoot() error {
 	return nil
 }
 
-func (r *Report) readCheckpoints() {
+func (r *Report) readCheckpoints(d *dir) {
 	for _, name := range CheckpointFiles {
 		info := CheckpointInfo{Name: name}
-		data, err := os.ReadFile(filepath.Join(r.Dir, name))
+		data, err := d.readFile(name)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			info.Present, info.Err = true, err.Error()
-			r.problem("%s: %v", name, err)
+			info.Present, info.Err, info.Unread = true, err.Error(), true
+			r.problem("%v", err)
 		default:
 			info.Present = true
 			cp, err := ParseCheckpoint(name, data)
@@ -210,11 +221,21 @@ func absent(cp CheckpointInfo) string {
 }
 
 // readStaging lists what interrupted runs of this tool left in <dir>.kafkamender.
-func (r *Report) readStaging() error {
-	entries, err := os.ReadDir(r.Staging)
+func (r *Report) readStaging(parent *dir, name string) error {
+	st, err := parent.sub(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
+	var link *SymlinkError
+	if errors.As(err, &link) {
+		r.problem("%v", err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer st.close()
+	entries, err := st.list()
 	if err != nil {
 		return err
 	}
@@ -242,8 +263,8 @@ func AcrossDirs(reports ...*Report) []string {
 	dirs := map[broker]map[TP][]string{}
 	var order []broker
 	for _, r := range reports {
-		if r == nil || r.Meta == nil {
-			continue
+		if r == nil || r.Meta == nil || len(r.Meta.Problems()) > 0 {
+			continue // its ids are not shown
 		}
 		id, _ := r.Meta.BrokerID()
 		b := broker{id, r.Meta.ClusterID()}
@@ -331,6 +352,8 @@ func writeCheckpointInfo(b *strings.Builder, cp CheckpointInfo) {
 	switch {
 	case !cp.Present:
 		fmt.Fprintf(b, "  %s: absent\n", cp.Name)
+	case cp.Unread:
+		fmt.Fprintf(b, "  %s: UNREADABLE: %s\n", cp.Name, cp.Err)
 	case cp.Err != "":
 		fmt.Fprintf(b, "  %s: MALFORMED: %s\n", cp.Name, cp.Err)
 	default:

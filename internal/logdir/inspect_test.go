@@ -63,15 +63,8 @@ func TestLogDirInspectGolden(t *testing.T) {
 	lt.WriteFile(t, filepath.Join(logdir.StagingDir(dir), "orders-5", "00000000000000000000.log"), "partial")
 	lt.WriteFile(t, filepath.Join(logdir.StagingDir(dir), "trash-orders-6", "00000000000000000000.log"), "old")
 
-	r, err := logdir.Inspect(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := r.WriteText(&out); err != nil {
-		t.Fatal(err)
-	}
-	golden(t, "inspect.golden", []byte(strings.ReplaceAll(out.String(), dir, "$DIR")))
+	r, out := inspectText(t, dir)
+	golden(t, "inspect.golden", []byte(strings.ReplaceAll(out, dir, "$DIR")))
 	if len(r.Problems) != 9 {
 		t.Errorf("%d problems, want 9: %q", len(r.Problems), r.Problems)
 	}
@@ -136,4 +129,54 @@ func inspectAll(t *testing.T, dirs ...string) []*logdir.Report {
 		out = append(out, r)
 	}
 	return out
+}
+
+// The bytes of a checkpoint file or of meta.properties are never repeated in an error, a
+// refusal or a report: the file may be something its owner should not read (a link, a
+// hard link), and messages end up in terminals and logs. The messages name the file, the
+// line and what is wrong.
+func TestLogDirErrorsHideContent(t *testing.T) {
+	const secret = "hunter2:TOPSECRET" // not a topic name: a valid one would be an entry, shown as such
+	for _, tc := range []struct {
+		name, file, content, want string
+	}{
+		{"checkpoint", logdir.RecoveryPointCheckpoint, secret + "\n", "recovery-point-offset-checkpoint:1: want format version"},
+		{"checkpoint entry", logdir.ReplicationOffsetCheckpoint, "0\n1\n" + secret + " 0 1\n", "replication-offset-checkpoint:3: bad topic"},
+		{"checkpoint partition", logdir.CleanerOffsetCheckpoint, "0\n1\nt " + secret + " 1\n", "cleaner-offset-checkpoint:3: bad partition"},
+		{"meta broker.id", logdir.MetaFile, "broker.id=" + secret + "\ncluster.id=" + lt.ClusterID + "\n", "meta.properties: broker.id is not what Kafka writes"},
+		{"meta cluster.id", logdir.MetaFile, "broker.id=1\ncluster.id=" + secret + "\n", "meta.properties: cluster.id is not what Kafka writes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, d1, d2 := twoDirs(t)
+			lt.WriteFile(t, filepath.Join(d1, tc.file), tc.content)
+			_, err := logdir.Move(moveOpts(d1, d2, nil))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("move: %v, want an error with %q", err, tc.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("move's error quotes the file: %v", err)
+			}
+			_, out := inspectText(t, d1)
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("inspect does not report %q:\n%s", tc.want, out)
+			}
+			if strings.Contains(out, "hunter2") {
+				t.Errorf("inspect quotes the file:\n%s", out)
+			}
+		})
+	}
+}
+
+// inspectText inspects dir and returns the report and its text.
+func inspectText(t *testing.T, dir string) (*logdir.Report, string) {
+	t.Helper()
+	r, err := logdir.Inspect(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := r.WriteText(&out); err != nil {
+		t.Fatal(err)
+	}
+	return r, out.String()
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -35,18 +36,29 @@ func (s LockState) String() string {
 
 // ProbeLock reports whether another process holds a lock on dir/.lock. Kafka locks it with
 // FileChannel.tryLock, which on Linux is a POSIX record lock (fcntl F_SETLK on the whole
-// file); F_GETLK finds it and names the holder.
+// file); F_GETLK finds it and names the holder. A .lock that is a symbolic link is an
+// error (a SymlinkError): it is not followed.
 //
 // POSIX locks belong to the process and are all released when it closes any descriptor of
 // the file: never call ProbeLock on a dir whose lock this process holds.
 func ProbeLock(dir string) (LockState, error) {
-	st := LockState{Path: filepath.Join(dir, LockFile)}
-	f, err := os.Open(st.Path)
+	parent, d, err := openLogDir(dir)
+	if err != nil {
+		return LockState{Path: filepath.Join(dir, LockFile)}, err
+	}
+	defer closeAll(d, parent)
+	return probeLock(d)
+}
+
+// probeLock is ProbeLock of the open log dir d.
+func probeLock(d *dir) (LockState, error) {
+	st := LockState{Path: d.join(LockFile)}
+	f, _, err := d.open(LockFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return st, nil
 	}
 	if err != nil {
-		return st, fmt.Errorf("open %s: %w", st.Path, err)
+		return st, err
 	}
 	defer f.Close()
 	st.Exists = true
@@ -68,12 +80,13 @@ func wholeFile(typ int16) syscall.Flock_t {
 // held fails to lock its dir and stops, instead of loading a half-done move.
 type locks struct{ files []*os.File }
 
-// lockDirs takes a write lock on dir/.lock of every dir (creating the file, as Kafka does),
-// in sorted order; it fails, naming the holder, when another process has one.
-func lockDirs(dirs ...string) (*locks, error) {
+// lockDirs takes a write lock on .lock of every side's dir (creating the file, owned like
+// the dir, as Kafka does), in the order of the dirs' paths; it fails, naming the holder,
+// when another process has one.
+func lockDirs(sides ...*side) (*locks, error) {
 	l := &locks{}
-	for _, dir := range slices.Sorted(slices.Values(dirs)) {
-		if err := l.lock(dir); err != nil {
+	for _, s := range slices.SortedFunc(slices.Values(sides), func(a, b *side) int { return strings.Compare(a.dir, b.dir) }) {
+		if err := l.lock(s.d, s.owner); err != nil {
 			l.release()
 			return nil, err
 		}
@@ -81,10 +94,39 @@ func lockDirs(dirs ...string) (*locks, error) {
 	return l, nil
 }
 
-func (l *locks) lock(dir string) error {
-	path := filepath.Join(dir, LockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// openLock opens d/.lock for writing, creating it (owned by own) when absent; a link by
+// that name is refused.
+func openLock(d *dir, own *owner) (*os.File, error) {
+	fi, err := d.entry(LockFile, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err := d.root.OpenFile(LockFile, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
+		err = d.pathErr(err, LockFile)
+		if err == nil {
+			err = own.chownFile(f)
+		}
+		return f, err
+	}
 	if err != nil {
+		return nil, err
+	}
+	f, err := d.root.OpenFile(LockFile, os.O_RDWR, 0)
+	if err != nil {
+		return nil, d.pathErr(err, LockFile)
+	}
+	if err := sameAs(d.join(LockFile), f, fi); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func (l *locks) lock(d *dir, own *owner) error {
+	path := d.join(LockFile)
+	f, err := openLock(d, own)
+	if err != nil {
+		if f != nil {
+			_ = f.Close()
+		}
 		return fmt.Errorf("open %s: %w", path, err)
 	}
 	lk := wholeFile(syscall.F_WRLCK)

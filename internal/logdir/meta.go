@@ -4,8 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -16,16 +15,6 @@ const MetaFile = "meta.properties"
 // Meta is a parsed meta.properties (a Java properties file of key=value lines).
 type Meta struct {
 	Props map[string]string
-}
-
-// ReadMeta reads dir/meta.properties; a missing file is an error that satisfies
-// errors.Is(err, fs.ErrNotExist).
-func ReadMeta(dir string) (*Meta, error) {
-	data, err := os.ReadFile(filepath.Join(dir, MetaFile))
-	if err != nil {
-		return nil, err
-	}
-	return ParseMeta(data), nil
 }
 
 // ParseMeta parses the key=value (or key:value) lines of a properties file; blank lines
@@ -67,11 +56,60 @@ func (m *Meta) ClusterID() string { return m.Props["cluster.id"] }
 // absent.
 func (m *Meta) DirectoryID() string { return m.Props["directory.id"] }
 
-// String shows the identifying keys, in a fixed order.
+// metaKeys are the identifying keys of meta.properties, in the order String shows them.
+var metaKeys = []string{"broker.id", "node.id", "cluster.id", "directory.id", "version"}
+
+// validMetaValue reports whether v is a value Kafka writes for key: a non-negative integer
+// in canonical decimal for the ids and the version, an id of 1 to 64 characters of
+// [A-Za-z0-9_-] (Kafka's base64 UUIDs are 22) for cluster.id and directory.id. Only such
+// values are ever shown: meta.properties may be something else than Kafka wrote, and its
+// bytes are not repeated in errors or reports.
+func validMetaValue(key, v string) bool {
+	switch key {
+	case "cluster.id", "directory.id":
+		if v == "" || len(v) > 64 {
+			return false
+		}
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+				return false
+			}
+		}
+		return true
+	default:
+		if !canonical(v) {
+			return false
+		}
+		_, err := strconv.ParseInt(v, 10, 32)
+		return err == nil
+	}
+}
+
+// Problems lists the identifying keys whose values Kafka does not write, naming the key
+// and what it must be, not the value.
+func (m *Meta) Problems() []string {
+	var out []string
+	for _, k := range metaKeys {
+		if v, ok := m.Props[k]; ok && !validMetaValue(k, v) {
+			want := "a non-negative integer"
+			if k == "cluster.id" || k == "directory.id" {
+				want = "1 to 64 characters of [A-Za-z0-9_-]"
+			}
+			out = append(out, fmt.Sprintf("%s: %s is not what Kafka writes (want %s)", MetaFile, k, want))
+		}
+	}
+	return out
+}
+
+// String shows the identifying keys, in a fixed order; a value Kafka would not write is
+// shown as "(invalid)".
 func (m *Meta) String() string {
 	var parts []string
-	for _, k := range []string{"broker.id", "node.id", "cluster.id", "directory.id", "version"} {
+	for _, k := range metaKeys {
 		if v, ok := m.Props[k]; ok {
+			if !validMetaValue(k, v) {
+				v = "(invalid)"
+			}
 			parts = append(parts, fmt.Sprintf("%s=%s", k, v))
 		}
 	}

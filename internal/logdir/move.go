@@ -2,7 +2,6 @@ package logdir
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -27,10 +26,18 @@ func Move(opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer held.release()
+	defer closeSides(p)
 	return op.move(p)
 }
 
 func (p *movePlan) sides() (src, dst *side) { return p.src, p.dst }
+
+// closeSides closes the directories of a plan's sides.
+func closeSides(p interface{ sides() (src, dst *side) }) {
+	src, dst := p.sides()
+	src.close()
+	dst.close()
+}
 
 func (p *movePlan) describe() string { return p.state.String() }
 
@@ -47,7 +54,8 @@ func lockedPlan[P interface {
 		return none, nil, err
 	}
 	src, dst := p.sides()
-	held, err := lockDirs(src.dir, dst.dir)
+	held, err := lockDirs(src, dst)
+	closeSides(p)
 	if err != nil {
 		return none, nil, err
 	}
@@ -55,10 +63,12 @@ func lockedPlan[P interface {
 		held.release()
 		return none, nil, err
 	}
+	src, dst = p.sides()
 	op.logf("locked %s and %s", filepath.Join(src.dir, LockFile), filepath.Join(dst.dir, LockFile))
 	op.logf("state: %s", p.describe())
 	if err := op.reach(StepLocked); err != nil {
 		held.release()
+		closeSides(p)
 		return none, nil, err
 	}
 	return p, held, nil
@@ -103,15 +113,17 @@ type movePlan struct {
 // planMove runs every check of Move and reads its state, changing nothing. probe checks
 // that no process holds a .lock; it must be false once this process holds them (see
 // ProbeLock).
-func planMove(tp TP, opts Options, probe bool) (*movePlan, error) {
-	src, err := openSide("--from", opts.From)
+func planMove(tp TP, opts Options, probe bool) (_ *movePlan, err error) {
+	src, dst, err := openSides(opts)
 	if err != nil {
 		return nil, err
 	}
-	dst, err := openSide("--to", opts.To)
-	if err != nil {
-		return nil, err
-	}
+	defer func() {
+		if err != nil {
+			src.close()
+			dst.close()
+		}
+	}()
 	if err := sameDir(src, dst); err != nil {
 		return nil, err
 	}
@@ -228,11 +240,11 @@ func (p *movePlan) readState() error {
 		return refusef("%s is in neither %s nor %s", p.tp, p.src.dir, p.dst.dir)
 	case srcHas && !dstHas:
 		p.state = moveFresh
-		if err := roomFor(p.src.folder(p.tp), p.dst, filepath.Join(p.dst.staging, p.tp.String())); err != nil {
+		if err := roomFor(p.src, p.dst, p.tp); err != nil {
 			return err
 		}
 	case srcHas && dstHas:
-		m, diff, err := matches(p.src.folder(p.tp), p.dst.folder(p.tp))
+		m, diff, err := matches(p.src, p.dst, p.tp)
 		if err != nil {
 			return err
 		}
@@ -312,7 +324,7 @@ func (op *operation) move(p *movePlan) (*Result, error) {
 	if err := op.reach(StepDone); err != nil {
 		return nil, err
 	}
-	res.Files, res.Bytes, err = countTree(p.dst.folder(p.tp))
+	res.Files, res.Bytes, err = countFolder(p.dst.d, p.tp.String())
 	if err != nil {
 		return nil, err
 	}
@@ -366,33 +378,45 @@ func (op *operation) verifyMove(p *movePlan, m Manifest) error {
 // A trash left by an interrupted run is removed too. It reports whether there was
 // anything to remove.
 func (op *operation) trashSource(p *movePlan) (bool, error) {
-	trash := filepath.Join(p.src.staging, trashPrefix+p.tp.String())
+	name := trashPrefix + p.tp.String()
+	trash := filepath.Join(p.src.staging, name)
+	var stage *dir
+	var err error
 	if p.state != moveTargetOnly {
-		if err := p.src.makeStaging(); err != nil {
+		if stage, err = p.src.makeStaging(); err != nil {
 			return false, err
 		}
-		if err := removeTree(trash); err != nil {
+		defer stage.close()
+		if err := stage.removeTree(name); err != nil {
 			return false, err
 		}
-		if err := os.Rename(p.src.folder(p.tp), trash); err != nil {
+		if err := rename(p.src.d, p.tp.String(), stage, name); err != nil {
 			return false, fmt.Errorf("rename the source out of the log dir: %w", err)
 		}
-		if err := syncDir(p.src.dir); err != nil {
+		if err := p.src.d.sync(); err != nil {
 			return false, err
 		}
-		if err := syncDir(p.src.staging); err != nil {
+		if err := stage.sync(); err != nil {
 			return false, err
 		}
 		op.logf("renamed the source %s to %s", p.src.folder(p.tp), trash)
+	} else {
+		if stage, err = p.src.openStaging(); err != nil || stage == nil {
+			if err == nil {
+				err = op.reach(StepTrashed)
+			}
+			return false, err
+		}
+		defer stage.close()
 	}
 	if err := op.reach(StepTrashed); err != nil {
 		return false, err
 	}
-	ok, err := exists(trash)
+	ok, err := stage.exists(name)
 	if err != nil || !ok {
 		return p.state != moveTargetOnly, err
 	}
-	if err := removeTree(trash); err != nil {
+	if err := stage.removeTree(name); err != nil {
 		return false, fmt.Errorf("remove %s: %w", trash, err)
 	}
 	op.logf("removed %s", trash)

@@ -292,7 +292,7 @@ func TestLogDirMoveRefusals(t *testing.T) {
 		{name: "malformed source checkpoint", setup: func(t *testing.T, root, d1, d2 string) (string, string) {
 			lt.WriteFile(t, filepath.Join(d1, logdir.RecoveryPointCheckpoint), "0\n3\norders 0 1\nx y\n")
 			return d1, d2
-		}, want: `--from: malformed checkpoint file, which this tool does not edit: $D1/recovery-point-offset-checkpoint:4: want "<topic> <partition> <offset>", got "x y"`},
+		}, want: `--from: malformed checkpoint file, which this tool does not edit: $D1/recovery-point-offset-checkpoint:4: want "<topic> <partition> <offset>": three fields separated by single spaces`},
 		{name: "target checkpoint count mismatch", setup: func(t *testing.T, root, d1, d2 string) (string, string) {
 			lt.WriteFile(t, filepath.Join(d2, logdir.CleanerOffsetCheckpoint), "0\n2\npayments 0 1\n")
 			return d1, d2
@@ -359,22 +359,25 @@ func TestLogDirMoveRefusals(t *testing.T) {
 }
 
 // The staging directory must be on the log dir's filesystem, or renames would not be
-// atomic: a staging directory elsewhere (here, a symlink to /dev/shm) is refused.
+// atomic: a log dir that is a mount point (here a tmpfs, mounted when the test may) has
+// its staging directory on another filesystem, and is refused.
 func TestLogDirMoveStagingOnOtherFilesystem(t *testing.T) {
-	root, d1, d2 := twoDirs(t)
-	other, err := os.MkdirTemp("/dev/shm", "logdir-test-")
-	if err != nil {
-		t.Skipf("no /dev/shm: %v", err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(other) })
-	if devOf(t, other) == devOf(t, root) {
-		t.Skip("/dev/shm is on the temp dir's filesystem")
-	}
-	if err := os.Symlink(other, logdir.StagingDir(d2)); err != nil {
+	root := t.TempDir()
+	d1, d2 := filepath.Join(root, "disk1", "kafka-logs"), filepath.Join(root, "disk2")
+	if err := os.MkdirAll(d2, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := syscall.Mount("tmpfs", d2, "tmpfs", 0, "size=16m"); err != nil {
+		t.Skipf("cannot mount a tmpfs (not root?): %v", err)
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(d2, syscall.MNT_DETACH) })
+	lt.LogDir(t, d1, 1, "orders-0", moved)
+	lt.LogDir(t, d2, 1)
+	if devOf(t, d2) == devOf(t, root) {
+		t.Fatal("the tmpfs is on the temp dir's filesystem")
+	}
 	before := lt.Snapshot(t, root)
-	_, err = logdir.Move(moveOpts(d1, d2, nil))
+	_, err := logdir.Move(moveOpts(d1, d2, nil))
 	var refusal *logdir.Refusal
 	if !errors.As(err, &refusal) || !strings.Contains(err.Error(), "is on another filesystem than the log dir") {
 		t.Errorf("error %v, want a refusal naming the filesystem", err)
@@ -438,16 +441,6 @@ func TestLogDirMoveTargetOnlyConflict(t *testing.T) {
 	}
 	if got := read(t, filepath.Join(d1, logdir.RecoveryPointCheckpoint)); got != "0\n0\n" {
 		t.Errorf("source recovery points %q", got)
-	}
-}
-
-// An unknown step name in the crash hook is an error, not a run without the hook.
-func TestLogDirKillHookUnknownStep(t *testing.T) {
-	_, d1, d2 := twoDirs(t)
-	t.Setenv(logdir.KillEnv, "nope")
-	_, err := logdir.Move(moveOpts(d1, d2, nil))
-	if err == nil || !strings.Contains(err.Error(), `KAFKAMENDER_LOGDIR_KILL_AT="nope" is not a step of move`) {
-		t.Errorf("error %v", err)
 	}
 }
 

@@ -2,7 +2,6 @@ package logdir
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -13,31 +12,44 @@ import (
 // partial copy of an interrupted run first), fsyncs and verifies it, and renames it into
 // dst. It returns the source's manifest as read while copying.
 func (op *operation) stageAndPlace(src, dst *side, tp TP) (Manifest, error) {
-	if err := dst.makeStaging(); err != nil {
+	stage, err := dst.makeStaging()
+	if err != nil {
 		return nil, err
 	}
-	staged := filepath.Join(dst.staging, tp.String())
-	if ok, err := exists(staged); err != nil {
+	defer stage.close()
+	name := tp.String()
+	staged := stage.join(name)
+	if ok, err := stage.exists(name); err != nil {
 		return nil, err
 	} else if ok {
-		if err := removeTree(staged); err != nil {
+		if err := stage.removeTree(name); err != nil {
 			return nil, fmt.Errorf("remove the partial copy %s: %w", staged, err)
 		}
 		op.logf("removed %s, the partial copy of an interrupted run", staged)
 	}
+	folder, err := src.openFolder(tp)
+	if err != nil {
+		return nil, err
+	}
+	defer folder.close()
 	copying := op.once(StepCopying)
-	m, err := copyTree(src.folder(tp), staged, dst.owner, copying)
+	m, err := copyTree(folder, stage, name, dst.owner, copying)
 	if err != nil {
 		return nil, err
 	}
 	if err := copying(); err != nil { // a folder without files
 		return nil, err
 	}
-	if err := syncDir(dst.staging); err != nil {
+	if err := stage.sync(); err != nil {
 		return nil, err
 	}
 	op.logf("copied %s to %s: %d files, %d bytes, each fsynced", src.folder(tp), staged, m.Files(), m.Bytes())
-	got, err := manifestOf(staged)
+	copied, err := stage.sub(name)
+	if err != nil {
+		return nil, err
+	}
+	got, err := manifestOf(copied)
+	copied.close()
 	if err != nil {
 		return nil, err
 	}
@@ -48,13 +60,13 @@ func (op *operation) stageAndPlace(src, dst *side, tp TP) (Manifest, error) {
 	if err := op.reach(StepStaged); err != nil {
 		return nil, err
 	}
-	if err := os.Rename(staged, dst.folder(tp)); err != nil {
+	if err := rename(stage, name, dst.d, name); err != nil {
 		return nil, fmt.Errorf("rename the copy into place: %w", err)
 	}
-	if err := syncDir(dst.dir); err != nil {
+	if err := dst.d.sync(); err != nil {
 		return nil, err
 	}
-	if err := syncDir(dst.staging); err != nil {
+	if err := stage.sync(); err != nil {
 		return nil, err
 	}
 	op.logf("placed %s (renamed from staging; %s fsynced)", dst.folder(tp), dst.dir)
@@ -136,7 +148,7 @@ func (op *operation) writeEdits(s *side, edits []edit, steps checkpointSteps) er
 	tmp := op.once(steps.tmp)
 	for i, e := range edits {
 		path := filepath.Join(s.dir, e.name)
-		if err := writeFileAtomic(path, e.cp.Bytes(), s.owner, tmp); err != nil {
+		if err := writeFileAtomic(s.d, e.name, e.cp.Bytes(), s.owner, tmp); err != nil {
 			return fmt.Errorf("write %s: %w", path, err)
 		}
 		s.cps[e.name], s.raw[e.name] = e.cp, e.cp.Bytes()
@@ -153,7 +165,7 @@ func (op *operation) writeEdits(s *side, edits []edit, steps checkpointSteps) er
 // checkEntries re-reads the checkpoint files of s and checks that they have exactly the
 // entries of w for the partition (strict) or at least those (not strict).
 func checkEntries(s *side, tp TP, w wanted, strict bool) error {
-	fresh := &side{role: s.role, dir: s.dir}
+	fresh := &side{role: s.role, dir: s.dir, d: s.d}
 	if err := fresh.readCheckpoints(); err != nil {
 		return err
 	}
@@ -174,7 +186,7 @@ func checkEntries(s *side, tp TP, w wanted, strict bool) error {
 
 // verifyFolder checks that dst/tp holds the files of the manifest m.
 func verifyFolder(dst *side, tp TP, m Manifest) error {
-	got, err := manifestOf(dst.folder(tp))
+	got, err := folderManifest(dst, tp)
 	if err != nil {
 		return err
 	}
@@ -184,24 +196,35 @@ func verifyFolder(dst *side, tp TP, m Manifest) error {
 	return nil
 }
 
-// removeStaged removes what is left of tp in dst's staging directory, and the directory
-// itself once empty.
+// removeStaged removes what is left of the names in s's staging directory, and the
+// directory itself once empty.
 func (op *operation) removeStaged(s *side, names ...string) error {
-	for _, name := range names {
-		path := filepath.Join(s.staging, name)
-		ok, err := exists(path)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		if err := removeTree(path); err != nil {
-			return fmt.Errorf("remove %s: %w", path, err)
-		}
-		op.logf("removed %s", path)
+	stage, err := s.openStaging()
+	if err != nil || stage == nil {
+		return err
 	}
-	removed, err := removeIfEmpty(s.staging)
+	for _, name := range names {
+		ok, err := stage.exists(name)
+		if err == nil && ok {
+			err = stage.removeTree(name)
+			if err == nil {
+				op.logf("removed %s", stage.join(name))
+			}
+		}
+		if err != nil {
+			stage.close()
+			return fmt.Errorf("remove %s: %w", stage.join(name), err)
+		}
+	}
+	stage.close()
+	removed, err := s.parent.removeIfEmpty(s.stagingName())
+	if permissionDenied(err) {
+		// The parent of the log dir is not this user's (a mount point, root's): run as root,
+		// the tool runs as the log dir's owner, and the root process that started it removes
+		// the staging directory it made for it (Drop.Finish).
+		op.logf("left the empty staging directory %s: this user may not remove it from %s", s.staging, s.parent.path)
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("remove %s: %w", s.staging, err)
 	}

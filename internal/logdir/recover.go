@@ -2,7 +2,6 @@ package logdir
 
 import (
 	"fmt"
-	"path/filepath"
 )
 
 // Recover copies the folder of one partition from opts.From, a log dir of a healthy
@@ -30,6 +29,7 @@ func Recover(opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer held.release()
+	defer closeSides(p)
 	return op.recover(p)
 }
 
@@ -53,15 +53,17 @@ type recoverPlan struct {
 
 // planRecover runs every check of Recover and reads its state, changing nothing. probe
 // checks that no process holds a .lock (false once this process holds them).
-func planRecover(tp TP, opts Options, probe bool) (*recoverPlan, error) {
-	src, err := openSide("--from", opts.From)
+func planRecover(tp TP, opts Options, probe bool) (_ *recoverPlan, err error) {
+	src, dst, err := openSides(opts)
 	if err != nil {
 		return nil, err
 	}
-	dst, err := openSide("--to", opts.To)
-	if err != nil {
-		return nil, err
-	}
+	defer func() {
+		if err != nil {
+			src.close()
+			dst.close()
+		}
+	}()
 	if err := sameDir(src, dst); err != nil {
 		return nil, err
 	}
@@ -123,7 +125,7 @@ func (p *recoverPlan) readState() error {
 		return err
 	}
 	if dstHas {
-		m, diff, err := matches(p.src.folder(p.tp), p.dst.folder(p.tp))
+		m, diff, err := matches(p.src, p.dst, p.tp)
 		if err != nil {
 			return err
 		}
@@ -132,7 +134,7 @@ func (p *recoverPlan) readState() error {
 				"a missing replica", p.dst.dir, p.tp, p.src.dir, diff)
 		}
 		p.placed, p.source = true, m
-	} else if err := roomFor(p.src.folder(p.tp), p.dst, filepath.Join(p.dst.staging, p.tp.String())); err != nil {
+	} else if err := roomFor(p.src, p.dst, p.tp); err != nil {
 		return err
 	}
 	for i, name := range CheckpointFiles {

@@ -21,35 +21,94 @@ type side struct {
 	cps     map[string]*Checkpoint // by file name; nil: the file is absent
 	raw     map[string][]byte      // the files' bytes as read
 	owner   *owner                 // of the log dir: copies and new files get it
+	d       *dir                   // the log dir, open
+	parent  *dir                   // the directory that holds it and its staging directory
 }
 
-// openSide resolves dir and reads its meta.properties; a dir that is missing, or is not
-// a Kafka log dir, is a Refusal. The checkpoint files are read by readCheckpoints.
+// openSide resolves dir, opens it and reads its meta.properties; a dir that is missing, a
+// link where the tool follows none, or not a Kafka log dir, is a Refusal. The checkpoint
+// files are read by readCheckpoints. The caller closes the side.
 func openSide(role, dir string) (*side, error) {
 	if dir == "" {
 		return nil, refusef("%s: no log dir given", role)
 	}
-	resolved, err := resolve(dir)
-	if err != nil {
-		return nil, refusef("%s %s: %v", role, dir, err)
-	}
-	info, err := os.Stat(resolved)
-	if err != nil {
-		return nil, refusef("%s %s: %v", role, dir, err)
-	}
-	if !info.IsDir() {
+	parent, d, err := openLogDir(dir)
+	if errors.Is(err, errNotDir) {
 		return nil, refusef("%s %s is not a directory", role, dir)
 	}
-	s := &side{role: role, dir: resolved, info: info, staging: StagingDir(resolved), owner: ownerOf(info)}
-	s.meta, err = ReadMeta(resolved)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, refusef("%s %s has no %s: it is not a Kafka log dir (or its broker never started)", role, resolved, MetaFile)
+	if err != nil {
+		return nil, refusef("%s %s: %v", role, dir, err)
+	}
+	s := &side{role: role, dir: d.path, staging: StagingDir(d.path), d: d, parent: parent}
+	if s.info, err = d.stat(); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.owner = ownerOf(s.info)
+	data, err := d.readFile(MetaFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		err = refusef("%s %s has no %s: it is not a Kafka log dir (or its broker never started)", role, d.path, MetaFile)
+	case err != nil:
+		err = refusef("%s %s: %v", role, d.path, err)
+	default:
+		s.meta = ParseMeta(data)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", role, resolved, err)
+		s.close()
+		return nil, err
 	}
 	return s, nil
 }
+
+// openSides opens the sides --from and --to of opts; the caller closes them.
+func openSides(opts Options) (src, dst *side, err error) {
+	if src, err = openSide("--from", opts.From); err != nil {
+		return nil, nil, err
+	}
+	if dst, err = openSide("--to", opts.To); err != nil {
+		src.close()
+		return nil, nil, err
+	}
+	return src, dst, nil
+}
+
+// close closes the side's directories; nil is closed.
+func (s *side) close() {
+	if s != nil {
+		closeAll(s.d, s.parent)
+	}
+}
+
+// openLogDir resolves the log dir path (symbolic links in the path the operator gave are
+// followed) and opens it and the directory that holds it (where its staging directory
+// is). The log dir must be a directory in its parent, not a link.
+func openLogDir(path string) (parent, d *dir, err error) {
+	resolved, err := resolve(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := os.Stat(resolved)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !fi.IsDir() {
+		return nil, nil, fmt.Errorf("%s is %w", resolved, errNotDir)
+	}
+	parent, err = openDir(filepath.Dir(resolved))
+	if err != nil {
+		return nil, nil, err
+	}
+	d, err = parent.sub(filepath.Base(resolved))
+	if err != nil {
+		parent.close()
+		return nil, nil, err
+	}
+	return parent, d, nil
+}
+
+// errNotDir is what openLogDir returns for a path that is not a directory.
+var errNotDir = errors.New("not a directory")
 
 // resolve makes dir absolute and resolves its symlinks: the staging directory is beside
 // the real dir, on its filesystem.
@@ -67,13 +126,13 @@ func (s *side) readCheckpoints() error {
 	s.cps, s.raw = map[string]*Checkpoint{}, map[string][]byte{}
 	for _, name := range CheckpointFiles {
 		path := filepath.Join(s.dir, name)
-		data, err := os.ReadFile(path)
+		data, err := s.d.readFile(name)
 		if errors.Is(err, fs.ErrNotExist) {
 			s.cps[name] = nil
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
+			return refusef("%s: %v", s.role, err)
 		}
 		cp, err := ParseCheckpoint(path, data)
 		if err != nil {
@@ -92,12 +151,12 @@ func (s *side) readCheckpoints() error {
 func (s *side) checkpointsUnchanged() error {
 	for _, name := range CheckpointFiles {
 		path := filepath.Join(s.dir, name)
-		data, err := os.ReadFile(path)
+		data, err := s.d.readFile(name)
 		if errors.Is(err, fs.ErrNotExist) && s.cps[name] == nil {
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
+			return err
 		}
 		if s.cps[name] == nil || !bytes.Equal(data, s.raw[name]) {
 			return fmt.Errorf("%s changed while this tool ran", path)
@@ -109,26 +168,26 @@ func (s *side) checkpointsUnchanged() error {
 // folder is the path of tp's folder in this log dir.
 func (s *side) folder(tp TP) string { return filepath.Join(s.dir, tp.String()) }
 
-// hasFolder reports whether tp's folder exists; anything but a directory by that name is
-// a Refusal.
+// hasFolder reports whether tp's folder exists; anything but a directory by that name (a
+// link to one included) is a Refusal.
 func (s *side) hasFolder(tp TP) (bool, error) {
-	fi, err := os.Lstat(s.folder(tp))
+	_, err := s.d.entry(tp.String(), fs.ModeDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
-		return false, err
-	}
-	if !fi.IsDir() {
-		return false, refusef("%s is not a directory", s.folder(tp))
+		return false, refusef("%v", err)
 	}
 	return true, nil
 }
 
+// openFolder opens tp's folder, which must be a directory (not a link to one).
+func (s *side) openFolder(tp TP) (*dir, error) { return s.d.sub(tp.String()) }
+
 // futureFolder returns the name of a "<tp>.<id>-future" folder, the target of an online
 // log-dir move of tp that the broker resumes when it starts, or "".
 func (s *side) futureFolder(tp TP) (string, error) {
-	entries, err := os.ReadDir(s.dir)
+	entries, err := s.d.list()
 	if err != nil {
 		return "", err
 	}
@@ -150,9 +209,9 @@ func (s *side) entry(name string, tp TP) *Entry {
 
 // lockFree is a Refusal when another process holds dir/.lock, naming it.
 func (s *side) lockFree(whose string) error {
-	st, err := ProbeLock(s.dir)
+	st, err := probeLock(s.d)
 	if err != nil {
-		return err
+		return refusef("%s %s: %v", s.role, s.dir, err)
 	}
 	if st.Held {
 		return refusef("%s %s: %s is locked by pid %d: %s is running (or another kafkamender logdir run is); stop it first",
@@ -163,25 +222,52 @@ func (s *side) lockFree(whose string) error {
 
 // cleanShutdown reports whether the dir has Kafka's clean-shutdown marker.
 func (s *side) cleanShutdown() (bool, error) {
-	return exists(filepath.Join(s.dir, CleanShutdownFile))
+	return s.d.exists(CleanShutdownFile)
+}
+
+// stagingName is the name of the staging directory in s.parent.
+func (s *side) stagingName() string { return filepath.Base(s.dir) + StagingSuffix }
+
+// openStaging opens the staging directory; nil when there is none. Anything but a
+// directory by its name (a link to one included) is a Refusal.
+func (s *side) openStaging() (*dir, error) {
+	fi, err := s.parent.lstat(s.stagingName())
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err == nil && fi.Mode()&fs.ModeSymlink == 0 && !fi.IsDir():
+		return nil, refusef("%s exists and is not a directory; this tool stages its copies there", s.staging)
+	}
+	st, err := s.parent.sub(s.stagingName())
+	if err != nil {
+		return nil, refusef("%v; this tool stages its copies there", err)
+	}
+	return st, nil
 }
 
 // stagingOnSameFS is a Refusal when the staging directory of the dir is (or would be
 // created) on another filesystem than the dir: renames between them would not be atomic.
 func (s *side) stagingOnSameFS() error {
-	want, err := device(s.dir)
+	st, err := s.openStaging()
 	if err != nil {
 		return err
 	}
-	probe := s.staging
-	if ok, err := exists(probe); err != nil {
+	defer st.close()
+	return s.sameFS(st)
+}
+
+// sameFS is stagingOnSameFS for the open staging directory st (nil: none yet, so the
+// parent it would be created in).
+func (s *side) sameFS(st *dir) error {
+	want, err := s.d.device()
+	if err != nil {
 		return err
-	} else if !ok {
-		probe = filepath.Dir(s.staging)
-	} else if fi, err := os.Stat(probe); err != nil || !fi.IsDir() {
-		return refusef("%s exists and is not a directory; this tool stages its copies there", s.staging)
 	}
-	got, err := device(probe)
+	probe := st
+	if probe == nil {
+		probe = s.parent
+	}
+	got, err := probe.device()
 	if err != nil {
 		return err
 	}
@@ -193,43 +279,50 @@ func (s *side) stagingOnSameFS() error {
 	return nil
 }
 
-// makeStaging creates the staging directory (owned like the log dir) and checks again
-// that it is on the log dir's filesystem.
-func (s *side) makeStaging() error {
-	ok, err := exists(s.staging)
+// makeStaging opens the staging directory, creating it (owned like the log dir) when
+// there is none, and checks again that it is on the log dir's filesystem. The caller
+// closes it.
+func (s *side) makeStaging() (*dir, error) {
+	st, err := s.openStaging()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if !ok {
-		if err := makeDir(s.staging, 0o755, s.owner); err != nil {
-			return fmt.Errorf("create %s: %w", s.staging, err)
+	if st == nil {
+		if st, err = s.parent.mkdir(s.stagingName(), 0o755, s.owner); err != nil {
+			return nil, fmt.Errorf("create %s: %w", s.staging, err)
 		}
-		if err := syncDir(filepath.Dir(s.staging)); err != nil {
-			return err
+		if err := s.parent.sync(); err != nil {
+			st.close()
+			return nil, err
 		}
 	}
-	return s.stagingOnSameFS()
+	if err := s.sameFS(st); err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
 }
 
 // removeLeftoverTmp removes "<checkpoint>.tmp" files left by an interrupted write (this
-// tool's or Kafka's); the complete file is the one without the suffix.
+// tool's or Kafka's); the complete file is the one without the suffix. A link by that
+// name is refused.
 func (op *operation) removeLeftoverTmp(s *side) error {
 	for _, name := range CheckpointFiles {
-		path := filepath.Join(s.dir, name+tmpSuffix)
-		ok, err := exists(path)
-		if err != nil || !ok {
-			if err != nil {
-				return err
-			}
+		tmp := name + tmpSuffix
+		_, err := s.d.entry(tmp, 0)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
-		if err := os.Remove(path); err != nil {
+		if err != nil {
+			return refusef("%v", err)
+		}
+		if err := s.d.remove(tmp); err != nil {
 			return err
 		}
-		if err := syncDir(s.dir); err != nil {
+		if err := s.d.sync(); err != nil {
 			return err
 		}
-		op.logf("removed %s, left by an interrupted write", path)
+		op.logf("removed %s, left by an interrupted write", s.d.join(tmp))
 	}
 	return nil
 }
@@ -243,8 +336,12 @@ func sameDir(from, to *side) error {
 }
 
 // needIdentity is a Refusal when the meta.properties of s lacks the broker id or the
-// cluster id.
+// cluster id, or has an identifying value Kafka does not write (which is then never
+// repeated in a message).
 func needIdentity(s *side) (broker, cluster string, err error) {
+	if problems := s.meta.Problems(); len(problems) > 0 {
+		return "", "", refusef("%s %s: %s", s.role, s.dir, strings.Join(problems, "; "))
+	}
 	broker, _ = s.meta.BrokerID()
 	if broker == "" {
 		return "", "", refusef("%s %s: %s has neither node.id nor broker.id", s.role, s.dir, MetaFile)
@@ -256,55 +353,79 @@ func needIdentity(s *side) (broker, cluster string, err error) {
 	return broker, cluster, nil
 }
 
-// countTree is the number and total size of the files below root.
-func countTree(root string) (files int, size int64, err error) {
-	err = walk(root, func(_ string, d fs.DirEntry) error {
-		if d.IsDir() {
-			return nil
-		}
-		info, err := d.Info()
-		if err == nil {
+// countTree is the number and total size of the files below d.
+func countTree(d *dir) (files int, size int64, err error) {
+	err = walk(d, func(_ string, _ *dir, _ string, fi fs.FileInfo) error {
+		if !fi.IsDir() {
 			files++
-			size += info.Size()
+			size += fi.Size()
 		}
-		return err
+		return nil
 	})
 	return files, size, err
 }
 
-// roomFor is a Refusal when the filesystem of dst has less free space than the folder
-// src needs (counting a partial copy in staging, which is removed first).
-func roomFor(src string, dst *side, staged string) error {
-	_, need, err := countTree(src)
+// countFolder is countTree of the folder name of d.
+func countFolder(d *dir, name string) (files int, size int64, err error) {
+	sub, err := d.sub(name)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sub.close()
+	return countTree(sub)
+}
+
+// roomFor is a Refusal when the filesystem of dst has less free space than src's folder
+// of tp needs (counting a partial copy in staging, which is removed first).
+func roomFor(src *side, dst *side, tp TP) error {
+	_, need, err := countFolder(src.d, tp.String())
 	if err != nil {
 		return err
 	}
-	free, err := freeBytes(dst.dir)
+	free, err := dst.d.freeBytes()
 	if err != nil {
 		return err
 	}
-	if ok, _ := exists(staged); ok {
-		_, partial, err := countTree(staged)
-		if err != nil {
-			return err
+	st, err := dst.openStaging()
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		defer st.close()
+		if ok, _ := st.exists(tp.String()); ok {
+			_, partial, err := countFolder(st, tp.String())
+			if err != nil {
+				return err
+			}
+			free += partial
 		}
-		free += partial
 	}
 	if free < need {
-		return refusef("%s has %d bytes free, and %s needs %d", dst.dir, free, src, need)
+		return refusef("%s has %d bytes free, and %s needs %d", dst.dir, free, src.folder(tp), need)
 	}
 	return nil
 }
 
-// matches compares the folders a (the source) and b; "" when they hold the same files.
-func matches(a, b string) (Manifest, string, error) {
-	ma, err := manifestOf(a)
+// matches compares the folders of tp in a (the source) and b; "" when they hold the same
+// files.
+func matches(a, b *side, tp TP) (Manifest, string, error) {
+	ma, err := folderManifest(a, tp)
 	if err != nil {
 		return nil, "", err
 	}
-	mb, err := manifestOf(b)
+	mb, err := folderManifest(b, tp)
 	if err != nil {
 		return nil, "", err
 	}
 	return ma, ma.Diff(mb), nil
+}
+
+// folderManifest is the manifest of tp's folder in s.
+func folderManifest(s *side, tp TP) (Manifest, error) {
+	f, err := s.openFolder(tp)
+	if err != nil {
+		return nil, err
+	}
+	defer f.close()
+	return manifestOf(f)
 }

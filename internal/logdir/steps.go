@@ -4,17 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
-	"syscall"
-	"time"
 )
 
 // KillEnv names the crash-test hook: when the environment variable holds a step name,
 // the process SIGKILLs itself as soon as it reaches that step (once the step is done), so
-// that tests can interrupt a move or a recovery between any two steps.
+// that tests can interrupt a move or a recovery between any two steps. Only a build with
+// the tag kafkamender_testhooks has the hook (killhook_on.go); any other build ignores
+// the variable, so that nothing in a release can be made to stop half-way by its
+// environment.
 const KillEnv = "KAFKAMENDER_LOGDIR_KILL_AT"
+
+// TestHooksTag is the build tag that compiles the crash-test hook in.
+const TestHooksTag = "kafkamender_testhooks"
 
 // The steps of a move and a recovery, in order. Each is reached once it is done.
 const (
@@ -87,11 +90,11 @@ type operation struct {
 	opts  Options
 	steps []string
 	out   io.Writer
-	kill  string // the step of KillEnv, "" for none
+	kill  string // the step of KillEnv, "" for none (always, without the test hooks)
 }
 
 func newOperation(name string, opts Options, steps []string) (*operation, error) {
-	op := &operation{name: name, opts: opts, steps: steps, out: opts.Out, kill: os.Getenv(KillEnv)}
+	op := &operation{name: name, opts: opts, steps: steps, out: opts.Out, kill: killStep()}
 	if op.out == nil {
 		op.out = io.Discard
 	}
@@ -110,9 +113,7 @@ func (op *operation) reach(step string) error {
 		return fmt.Errorf("internal error: %q is not a step of %s", step, op.name)
 	}
 	if op.kill == step {
-		op.logf("%s=%s: killing this process (SIGKILL)", KillEnv, step)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
-		time.Sleep(time.Minute) // SIGKILL cannot be caught; this only waits for it
+		op.killSelf(step)
 	}
 	if op.opts.onStep != nil {
 		op.opts.onStep(step)
