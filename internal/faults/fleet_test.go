@@ -494,11 +494,17 @@ func (p *fleetProc) metric(sample string) float64 {
 // postToAlertmanager posts alerts to the local Alertmanager's API, as Prometheus does.
 func postToAlertmanager(t *testing.T, alerts []map[string]any) {
 	t.Helper()
+	postToAlertmanagerAt(t, stack.AlertmanagerURL, alerts)
+}
+
+// postToAlertmanagerAt posts alerts to the API of the Alertmanager at url.
+func postToAlertmanagerAt(t *testing.T, url string, alerts []map[string]any) {
+	t.Helper()
 	body, err := json.Marshal(alerts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Post(stack.AlertmanagerURL+"/api/v2/alerts", "application/json", bytes.NewReader(body))
+	resp, err := http.Post(url+"/api/v2/alerts", "application/json", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

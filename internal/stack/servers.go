@@ -272,7 +272,7 @@ func (s *Stack) argv(srv server) []string {
 	case kindNATS, kindNATSSecure:
 		return []string{s.natsBinary(), "-c", s.configPath(srv)}
 	case kindAlertmanager:
-		return []string{s.alertmanagerBinary(), "--config.file=" + s.configPath(srv),
+		return []string{s.AlertmanagerBinary(), "--config.file=" + s.configPath(srv),
 			"--storage.path=" + filepath.Join(dir, "data"),
 			"--web.listen-address=" + strings.TrimPrefix(AlertmanagerURL, "http://"),
 			"--cluster.listen-address=", // no HA gossip: one instance

@@ -220,7 +220,9 @@ func (s *Stack) buildNATS(ctx context.Context) error {
 // module.
 const AlertmanagerVersion = "v0.35.0"
 
-func (s *Stack) alertmanagerBinary() string {
+// AlertmanagerBinary is the Alertmanager the stack runs, which Prepare builds (tests start
+// Alertmanagers of their own with it).
+func (s *Stack) AlertmanagerBinary() string {
 	return filepath.Join(s.cacheDir, "bin", "alertmanager-"+AlertmanagerVersion)
 }
 
@@ -236,7 +238,7 @@ func (s *Stack) AmtoolBinary() string {
 // Alertmanager's release process), which its ui package embeds; a copy of the module
 // gets a one-page placeholder there. The API, all the stack needs, is unchanged.
 func (s *Stack) buildAlertmanager(ctx context.Context) error {
-	bin, amtool := s.alertmanagerBinary(), s.AmtoolBinary()
+	bin, amtool := s.AlertmanagerBinary(), s.AmtoolBinary()
 	_, errBin := os.Stat(bin)
 	_, errTool := os.Stat(amtool)
 	if errBin == nil && errTool == nil {
