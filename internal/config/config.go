@@ -370,6 +370,9 @@ func (c *Config) setDefaults() {
 	if c.Alertmanager.MaxBytes == 0 {
 		c.Alertmanager.MaxBytes = 1 << 20
 	}
+	if c.Guardrails.MaxTimeout == 0 {
+		c.Guardrails.MaxTimeout = guardrails.DefaultMaxTimeout
+	}
 	if c.Alertmanager.Source == "" {
 		c.Alertmanager.Source = "alertmanager"
 	}

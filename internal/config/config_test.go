@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafkamender/kafkamender/internal/guardrails"
 )
 
 func TestLoadValidExample(t *testing.T) {
@@ -25,7 +27,8 @@ func TestLoadValidExample(t *testing.T) {
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
 		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 4, ForeignWait: time.Minute,
 			ThrottleSettle: 2 * time.Second},
-		LogDir: LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
+		LogDir:     LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
+		Guardrails: guardrails.Limits{MaxTimeout: guardrails.DefaultMaxTimeout},
 		Alertmanager: Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager", Webhook: Webhook{MaxAlerts: 1000,
 			EventsPerSecond: 100, MaxConcurrentRequests: 4, ReadTimeout: 10 * time.Second}},
 		Lock: Lock{

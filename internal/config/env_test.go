@@ -126,7 +126,7 @@ func TestParseEnv(t *testing.T) {
 			applied: []string{"KAFKAMENDER_GUARDRAILS_MAX_OPERATIONS_PER_HOUR", "KAFKAMENDER_GUARDRAILS_MAX_PARTITIONS_PER_EVENT", "KAFKAMENDER_GUARDRAILS_PROTECTED_TOPICS"},
 			got:     func(c *Config) any { return c.Guardrails },
 			want: guardrails.Limits{ProtectedTopics: []string{"^protected-", "^__consumer_offsets$"}, MaxPartitionsPerEvent: 10, MaxOperationsPerHour: 5,
-				AllowedSources: map[string][]string{"broker-overloaded": {"alertmanager"}}},
+				AllowedSources: map[string][]string{"broker-overloaded": {"alertmanager"}}, MaxTimeout: guardrails.DefaultMaxTimeout},
 		},
 		{
 			name:    "cluster names: upper case, '-' to '_'",

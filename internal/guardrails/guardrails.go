@@ -31,7 +31,12 @@ const (
 	RuleProtectedTopics = "guardrails.protected_topics"
 	RuleMaxPartitions   = "guardrails.max_partitions_per_event"
 	RuleMaxOperations   = "guardrails.max_operations_per_hour"
+	RuleMaxTimeout      = "guardrails.max_timeout"
+	RuleMinThrottle     = "guardrails.min_throttle_bytes_per_sec"
 )
+
+// DefaultMaxTimeout is guardrails.max_timeout when the configuration does not set it.
+const DefaultMaxTimeout = 24 * time.Hour
 
 // Window is how far back operations count toward the hourly cap.
 const Window = time.Hour
@@ -67,6 +72,15 @@ type Limits struct {
 	// AllowedSources lists, per event type, the CloudEvents sources allowed to send it
 	// (exact match); a type not listed may come from any source.
 	AllowedSources map[string][]string `yaml:"allowed_sources"`
+	// MaxTimeout caps the timeout an event may ask for (timeout of a replication-factor
+	// change or a log-dir move): a longer one is rejected, so that no event holds a
+	// cluster's lock, and the throttles of a copy, for longer. 0: no cap (the
+	// configuration's default is DefaultMaxTimeout).
+	MaxTimeout time.Duration `yaml:"max_timeout"`
+	// MinThrottleBytesPerSec is the least throttle_bytes_per_sec an event may ask for: a
+	// lower one is rejected (a copy throttled to a trickle holds the cluster's lock and
+	// throttles for its whole timeout). 0: no minimum.
+	MinThrottleBytesPerSec int64 `yaml:"min_throttle_bytes_per_sec"`
 }
 
 // Clone is a deep copy: its lists are not the original's.
@@ -105,6 +119,12 @@ func (l Limits) Problems() []Problem {
 	if l.MaxOperationsPerHour < 0 {
 		add(RuleMaxOperations, fmt.Errorf("%d: must be 0 (no cap) or more", l.MaxOperationsPerHour))
 	}
+	if l.MaxTimeout < 0 {
+		add(RuleMaxTimeout, fmt.Errorf("%s: must be 0 (no cap) or more", l.MaxTimeout))
+	}
+	if l.MinThrottleBytesPerSec < 0 {
+		add(RuleMinThrottle, fmt.Errorf("%d: must be 0 (no minimum) or more", l.MinThrottleBytesPerSec))
+	}
 	for _, typ := range slices.Sorted(maps.Keys(l.AllowedSources)) {
 		field := RuleAllowedSources + "." + typ
 		if !events.ValidToken(typ) {
@@ -142,6 +162,8 @@ type Rules struct {
 	maxPartitions int
 	maxOperations int
 	sources       map[string][]string
+	maxTimeout    time.Duration
+	minThrottle   int64
 }
 
 // Compile compiles one protected-topic pattern. Its error shows the pattern, quoted, and
@@ -167,7 +189,8 @@ func New(l Limits) (*Rules, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	r := &Rules{maxPartitions: l.MaxPartitionsPerEvent, maxOperations: l.MaxOperationsPerHour, sources: map[string][]string{}}
+	r := &Rules{maxPartitions: l.MaxPartitionsPerEvent, maxOperations: l.MaxOperationsPerHour, sources: map[string][]string{},
+		maxTimeout: l.MaxTimeout, minThrottle: l.MinThrottleBytesPerSec}
 	for _, p := range l.ProtectedTopics {
 		re, _ := Compile(p) // Problems compiled it
 		r.protected = append(r.protected, re)
@@ -219,6 +242,18 @@ func (r *Rules) Topics(topics ...string) error {
 		return nil
 	}
 	return &Violation{Rule: RuleProtectedTopics, Reason: strings.Join(matched, "; ")}
+}
+
+// Asks refuses what an event asks for beyond the limits: a timeout over max_timeout, a
+// throttle (other than 0: the configured default) under min_throttle_bytes_per_sec.
+func (r *Rules) Asks(timeout time.Duration, throttle int64) error {
+	if r.maxTimeout > 0 && timeout > r.maxTimeout {
+		return &Violation{Rule: RuleMaxTimeout, Reason: fmt.Sprintf("timeout %s is over the cap of %s", timeout, r.maxTimeout)}
+	}
+	if r.minThrottle > 0 && throttle > 0 && throttle < r.minThrottle {
+		return &Violation{Rule: RuleMinThrottle, Reason: fmt.Sprintf("throttle_bytes_per_sec %d is under the minimum of %d", throttle, r.minThrottle)}
+	}
+	return nil
 }
 
 // Partitions refuses a plan that changes more than the cap of partitions (n changes).

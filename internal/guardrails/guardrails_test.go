@@ -2,6 +2,7 @@ package guardrails
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -298,5 +299,37 @@ func TestAdmit(t *testing.T) {
 				t.Errorf("changed = %v, want %v", changed, tc.changed)
 			}
 		})
+	}
+}
+
+func TestAsks(t *testing.T) {
+	r, err := New(Limits{MaxTimeout: 24 * time.Hour, MinThrottleBytesPerSec: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := New(Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		rules    *Rules
+		timeout  time.Duration
+		throttle int64
+		want     string
+	}{
+		{r, 0, 0, ""},
+		{r, 24 * time.Hour, 1 << 20, ""},
+		{r, 48 * time.Hour, 0, "guardrails.max_timeout: timeout 48h0m0s is over the cap of 24h0m0s"},
+		{r, time.Hour, 10, "guardrails.min_throttle_bytes_per_sec: throttle_bytes_per_sec 10 is under the minimum of 1048576"},
+		{none, 1000 * time.Hour, 1, ""},
+	} {
+		err := tc.rules.Asks(tc.timeout, tc.throttle)
+		if got := fmt.Sprint(err); (tc.want == "" && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("Asks(%s, %d) = %v, want %q", tc.timeout, tc.throttle, err, tc.want)
+		}
+		var v *Violation
+		if err != nil && (!errors.As(err, &v) || !v.Rejection()) {
+			t.Errorf("Asks(%s, %d): %T, want a rejection", tc.timeout, tc.throttle, err)
+		}
 	}
 }

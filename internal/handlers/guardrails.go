@@ -31,17 +31,31 @@ func namedTopics(payload any) []string {
 	return nil
 }
 
-// refuses checks ev against the guardrails that need no plan: the source allow-list, then
-// the protected topics the event names.
+// asked is the timeout and the throttle an event asks for (0: none).
+func asked(payload any) (time.Duration, int64) {
+	switch req := payload.(type) {
+	case *events.ReplicaChange:
+		return req.Timeout.Duration, req.ThrottleBytesPerSec
+	case *events.LogDirMove:
+		return req.Timeout.Duration, req.ThrottleBytesPerSec
+	}
+	return 0, 0
+}
+
+// refuses checks ev against the guardrails that need no plan: the source allow-list, the
+// protected topics the event names, then the timeout and throttle it asks for.
 func (h *Handlers) refuses(ev *events.Event) error {
 	if err := h.guard.Source(ev.Type, ev.Source); err != nil {
 		return err
 	}
-	return h.guard.Topics(namedTopics(ev.Payload)...)
+	if err := h.guard.Topics(namedTopics(ev.Payload)...); err != nil {
+		return err
+	}
+	return h.guard.Asks(asked(ev.Payload))
 }
 
-// Refuses implements operation.Guard: the source allow-list, then the protected topics
-// the event names.
+// Refuses implements operation.Guard: the source allow-list, the protected topics the
+// event names, the timeout and throttle it asks for.
 func (h *Handlers) Refuses(ev *events.Event) error { return h.refuses(ev) }
 
 // Partitions implements operation.Guard: guardrails.max_partitions_per_event.

@@ -111,6 +111,26 @@ func TestGuardrailsRejectWithNothingChanged(t *testing.T) {
 			},
 		},
 		{
+			name:       "a replication-factor change asking for a timeout over the cap",
+			guardrails: func(string) guardrails.Limits { return guardrails.Limits{MaxTimeout: time.Hour} },
+			event: func(s setup) *events.Envelope {
+				return s.f.event(events.TypeReplicaChangeRequested, rcData{"topic": s.topic, "replication_factor": 2, "timeout": "2h"})
+			},
+			want: func(setup) *regexp.Regexp {
+				return exactly("guardrails.max_timeout: timeout 2h0m0s is over the cap of 1h0m0s")
+			},
+		},
+		{
+			name:       "a replication-factor change asking for a throttle under the minimum",
+			guardrails: func(string) guardrails.Limits { return guardrails.Limits{MinThrottleBytesPerSec: 1 << 20} },
+			event: func(s setup) *events.Envelope {
+				return s.f.event(events.TypeReplicaChangeRequested, rcData{"topic": s.topic, "replication_factor": 2, "throttle_bytes_per_sec": 1})
+			},
+			want: func(setup) *regexp.Regexp {
+				return exactly("guardrails.min_throttle_bytes_per_sec: throttle_bytes_per_sec 1 is under the minimum of 1048576")
+			},
+		},
+		{
 			name:       "a dry run over the partition cap",
 			guardrails: func(string) guardrails.Limits { return guardrails.Limits{MaxPartitionsPerEvent: 2} },
 			event: func(s setup) *events.Envelope {
