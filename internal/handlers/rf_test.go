@@ -222,19 +222,24 @@ func TestReplicationFactorThrottleAndProgress(t *testing.T) {
 	if bytes < 3_000_000 {
 		t.Errorf("the changes' bytes add up to %d, want the 3 MB produced", bytes)
 	}
+	// The worker counts a result once it has stored it, after subscribers may have heard it:
+	// wait until it has.
 	value := func(series string) float64 { return metricstest.Value(t, reg, series) }
 	labels := `{cluster="` + f.alias + `",type="replica-change-requested"}`
-	if got := value("kafkamender_replicas_added_total" + labels); got != 2 {
-		t.Errorf("replicas added = %v, want 2", got)
-	}
-	if got := value("kafkamender_bytes_copied_total" + labels); got != float64(bytes) {
-		t.Errorf("bytes copied = %v, want %d", got, bytes)
-	}
-	set := value(`kafkamender_throttles_set_total{cluster="` + f.alias + `"}`)
-	restored := value(`kafkamender_throttles_restored_total{cluster="` + f.alias + `",outcome="restored"}`)
-	if set == 0 || restored != set {
-		t.Errorf("throttles set %v, restored %v; want as many restored as set", set, restored)
-	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if got := value("kafkamender_replicas_added_total" + labels); got != 2 {
+			return fmt.Errorf("replicas added = %v, want 2", got)
+		}
+		if got := value("kafkamender_bytes_copied_total" + labels); got != float64(bytes) {
+			return fmt.Errorf("bytes copied = %v, want %d", got, bytes)
+		}
+		set := value(`kafkamender_throttles_set_total{cluster="` + f.alias + `"}`)
+		restored := value(`kafkamender_throttles_restored_total{cluster="` + f.alias + `",outcome="restored"}`)
+		if set == 0 || restored != set {
+			return fmt.Errorf("throttles set %v, restored %v; want as many restored as set", set, restored)
+		}
+		return nil
+	})
 }
 
 func setBrokerConfig(t *testing.T, adm *kadm.Client, broker int32, key string, v *string) {
