@@ -141,7 +141,23 @@ func (s *Stack) Secrets() (Secrets, error) {
 // secure folder holds them. ca.pem is written last: its presence marks a complete folder.
 func (s *Stack) ensureSecrets() error {
 	dir := s.SecureDir()
+	values := map[string]string{
+		fileNATSUser: SecureNATSWorkerUser, fileNATSEmitterUser: SecureNATSEmitterUser, fileNATSAlertUser: SecureNATSAlertingUser,
+		fileKafkaUser: SecureKafkaUser, fileZKUser: SecureZooKeeperUser,
+	}
+	for _, name := range []string{fileNATSPassword, fileNATSEmitterPW, fileNATSAlertPW, fileKafkaPassword, fileZKPassword} {
+		values[name] = randomSecret()
+	}
 	if _, err := os.Stat(filepath.Join(dir, secureCAFile)); err == nil {
+		// A complete folder of an earlier version may lack the credentials of a user added
+		// since: make those, keep the rest.
+		for name, v := range values {
+			if _, err := os.Stat(filepath.Join(dir, name)); errors.Is(err, os.ErrNotExist) {
+				if err := certs.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
+					return err
+				}
+			}
+		}
 		return nil
 	}
 	ca, err := certs.NewCA("kafkamender local stack CA")
@@ -157,13 +173,6 @@ func (s *Stack) ensureSecrets() error {
 	}
 	if err := certs.WriteFile(filepath.Join(dir, secureServerKey), server.KeyPEM, 0o600); err != nil {
 		return err
-	}
-	values := map[string]string{
-		fileNATSUser: SecureNATSWorkerUser, fileNATSEmitterUser: SecureNATSEmitterUser, fileNATSAlertUser: SecureNATSAlertingUser,
-		fileKafkaUser: SecureKafkaUser, fileZKUser: SecureZooKeeperUser,
-	}
-	for _, name := range []string{fileNATSPassword, fileNATSEmitterPW, fileNATSAlertPW, fileKafkaPassword, fileZKPassword} {
-		values[name] = randomSecret()
 	}
 	for name, v := range values {
 		if err := certs.WriteFile(filepath.Join(dir, name), []byte(v), 0o600); err != nil {
