@@ -111,10 +111,10 @@ type NATS struct {
 	// kafkamender.dead.<cluster>. Default 10.
 	MaxAttempts int `yaml:"max_attempts"`
 	// EventsMaxBytes bounds the events stream KAFKAMENDER_EVENTS: when it is full, a
-	// publish is refused with an error and nothing stored is dropped. Default 1 GiB.
+	// publish is refused with an error and nothing stored is dropped. Default 256 MiB.
 	EventsMaxBytes int64 `yaml:"events_max_bytes"`
 	// ResultsMaxBytes bounds the results stream KAFKAMENDER_RESULTS: when it is full, the
-	// oldest results go first. Default 8 GiB.
+	// oldest results go first. Default 1 GiB.
 	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
 
 	// TLS of the connection: a custom certificate authority, a client certificate. A
@@ -407,10 +407,10 @@ func (c *Config) setDefaults() {
 		c.NATS.AckWait = DefaultNATSAckWait
 	}
 	if c.NATS.EventsMaxBytes == 0 {
-		c.NATS.EventsMaxBytes = 1 << 30
+		c.NATS.EventsMaxBytes = 256 << 20
 	}
 	if c.NATS.ResultsMaxBytes == 0 {
-		c.NATS.ResultsMaxBytes = 8 << 30
+		c.NATS.ResultsMaxBytes = 1 << 30
 	}
 	if c.NATS.MaxAttempts == 0 {
 		c.NATS.MaxAttempts = DefaultNATSMaxAttempts

@@ -23,7 +23,7 @@ func TestLoadValidExample(t *testing.T) {
 		Log:    Log{Level: "debug", Format: "console"},
 		HTTP:   HTTP{Listen: "127.0.0.1:8080"},
 		NATS: NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10,
-			EventsMaxBytes: 1 << 30, ResultsMaxBytes: 8 << 30},
+			EventsMaxBytes: 256 << 20, ResultsMaxBytes: 1 << 30},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
 		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 4, ForeignWait: time.Minute,
 			ThrottleSettle: 2 * time.Second},

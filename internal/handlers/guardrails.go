@@ -91,7 +91,7 @@ func newOpLog(js jetstream.JetStream, limit int, now func() time.Time) *opLog {
 		TTL:         guardrails.Window,
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		MaxBytes:    64 << 20, // full: a write fails (the operation waits), nothing dropped
+		MaxBytes:    16 << 20, // full: a write fails (the operation waits), nothing dropped
 	})}
 }
 

@@ -173,7 +173,7 @@ func newCoolDown(js jetstream.JetStream, ttl time.Duration) *coolDown {
 		TTL:         ttl,
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		MaxBytes:    64 << 20, // full: a write fails, nothing dropped
+		MaxBytes:    16 << 20, // full: a write fails, nothing dropped
 	})}
 }
 

@@ -57,7 +57,7 @@ func newNatsKV(js jetstream.JetStream) *natsKV {
 		Description: "kafkamender operation journal: the operation in hand on each Kafka cluster",
 		History:     16,
 		Storage:     jetstream.FileStorage,
-		MaxBytes:    1 << 30, // full: a write fails (the operation waits), never an entry dropped
+		MaxBytes:    512 << 20, // full: a write fails (the operation waits), never an entry dropped
 	})}
 }
 

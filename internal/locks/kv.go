@@ -150,7 +150,7 @@ func NewKV(js jetstream.JetStream, cfg KVConfig) (*KVLocker, error) {
 		LimitMarkerTTL: cfg.TTL,
 		Replicas:       cfg.Replicas,
 		Storage:        jetstream.FileStorage,
-		MaxBytes:       16 << 20, // a lock is a key per cluster; full: an acquire fails
+		MaxBytes:       1 << 20, // a claim (a few hundred bytes) per cluster; full: an acquire fails
 	}, kvbucket.KeepExisting(), kvbucket.Check(l.checkTTL))
 	return l, nil
 }

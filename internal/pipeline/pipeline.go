@@ -150,9 +150,11 @@ type Config struct {
 
 // Size limits of the streams (see Config): what a NATS server gives kafkamender at most.
 const (
-	DefaultEventsMaxBytes  = 1 << 30 // 1 GiB: about a thousand events of the largest size, a million of the usual
-	DefaultResultsMaxBytes = 8 << 30 // 8 GiB
-	DeadMaxBytes           = 1 << 30 // 1 GiB
+	// JetStream reserves what a stream may hold from its server's max_file_store: the
+	// workers' streams and buckets together reserve about 2 GiB.
+	DefaultEventsMaxBytes  = 256 << 20 // 256 MiB: 256 events of the largest size, about 250,000 of the usual
+	DefaultResultsMaxBytes = 1 << 30   // 1 GiB
+	DeadMaxBytes           = 128 << 20 // 128 MiB
 )
 
 // ClusterConsumer is the name of the durable consumer that takes cluster's events for

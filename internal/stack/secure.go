@@ -215,7 +215,7 @@ tls {
 jetstream {
   store_dir: %q
   max_memory_store: 64MB
-  max_file_store: 1GB
+  max_file_store: 4GB
 }
 # docs/security.md's authorization block, as written there:
 %s`, strings.TrimPrefix(SecureNATSURL, "tls://"), strings.TrimPrefix(SecureNATSMonitorURL, "http://"),

@@ -160,7 +160,7 @@ http: 127.0.0.1:8222
 jetstream {
   store_dir: %q
   max_memory_store: 64MB
-  max_file_store: 2GB
+  max_file_store: 4GB
 }
 `, filepath.Join(dir, "jetstream"))}
 	case kindNATSSecure:

@@ -38,7 +38,7 @@ func lockLocation(cfg *config.Config, cluster string) string {
 // lockBackends is the bucket of the fleet's lock locations (events.LockBackendsBucket),
 // bound on first use.
 func lockBackends(js jetstream.JetStream) *kvbucket.Bucket {
-	return kvbucket.New(js, jetstream.KeyValueConfig{Bucket: events.LockBackendsBucket, History: 1, MaxBytes: 16 << 20,
+	return kvbucket.New(js, jetstream.KeyValueConfig{Bucket: events.LockBackendsBucket, History: 1, MaxBytes: 1 << 20,
 		Description: "where the kafkamender fleet keeps each cluster's lock (key = cluster)"})
 }
 
