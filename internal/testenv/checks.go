@@ -96,13 +96,22 @@ func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Resul
 		t.Fatal(err)
 	}
 	subj := events.ResultSubject(id)
-	info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(subj))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := info.State.Subjects[subj]; n != 1 {
-		t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
-	}
+	// A subscriber may hear a result a moment before the stream has stored it (the stream
+	// captures the published message beside the subscribers): wait for it, but a second
+	// one fails at once.
+	Eventually(t, 10*time.Second, func() error {
+		info, err := s.Info(t.Context(), jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			return err
+		}
+		switch n := info.State.Subjects[subj]; {
+		case n > 1:
+			t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
+		case n == 0:
+			return fmt.Errorf("no result stored for event %s", id)
+		}
+		return nil
+	})
 	res, _, err := pipeline.ReadResult(t.Context(), s, id)
 	if err != nil {
 		t.Fatal(err)
