@@ -241,9 +241,9 @@ func setAttr(env *Envelope, name string, raw json.RawMessage) error {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("%s: want an RFC 3339 time string, got %s", name, truncate(raw))
 		}
-		t, err := time.Parse(time.RFC3339Nano, s)
+		t, err := parseTime(s)
 		if err != nil {
-			return fmt.Errorf("%s: %q is not an RFC 3339 time", name, s)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		*dst = t
 		return nil
@@ -309,9 +309,9 @@ func fromBinary(env *Envelope, h Header, body []byte) error {
 		if v == "" {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := parseTime(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("ce-%s: %q is not an RFC 3339 time", a.name, v))
+			errs = append(errs, fmt.Errorf("ce-%s: %w", a.name, err))
 			continue
 		}
 		*a.dst = t

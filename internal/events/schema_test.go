@@ -70,6 +70,7 @@ func newSchemaSet(t testing.TB) *schemaSet {
 	t.Helper()
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat() // date-time, as validators that assert formats read it
 	c.UseLoader(schemaFiles{filepath.Join(docsDir(t), "schemas")})
 	return &schemaSet{compiler: c, compiled: map[string]*jsonschema.Schema{}}
 }
@@ -837,7 +838,30 @@ var invalidEvents = []schemaCase{
 	{"time with a space", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29 10:00:00Z"`)},
 	{"time a number", tBO, mkEvent(tBO, `{"broker":1}`, `"time":1796180400`)},
 	{"time null", tBO, mkEvent(tBO, `{"broker":1}`, `"time":null`)},
+	{"time with a one-digit hour", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T9:00:00Z"`)},
+	{"time with a comma before the fraction", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00,5Z"`)},
+	{"time with an empty fraction", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00.Z"`)},
+	{"time with a fraction of 10 digits", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00.1234567891Z"`)},
+	{"time with offset minute 60", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00+01:60"`)},
+	{"time with offset hour 24", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00+24:00"`)},
+	{"time with an offset without colon", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00+0100"`)},
+	{"time with hour 24", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T24:00:00Z"`)},
+	{"time with minute 60", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:60:00Z"`)},
+	{"time with a leap second", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2016-12-31T23:59:60Z"`)},
+	{"time on February 29 of a common year", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-02-29T10:00:00Z"`)},
+	{"time on February 29 of 1900", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"1900-02-29T10:00:00Z"`)},
+	{"time on April 31", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-04-31T10:00:00Z"`)},
+	{"time in month 13", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-13-01T10:00:00Z"`)},
+	{"time on day 0", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-00T10:00:00Z"`)},
+	{"time with a signed hour", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T+1:00:00Z"`)},
+	{"time with a five-digit year", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"12026-11-29T10:00:00Z"`)},
+	{"time without seconds", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00Z"`)},
+	{"time with Arabic-Indic digits", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T١٠:00:00Z"`)},
+	{"time with fullwidth digits", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"２026-11-29T10:00:00Z"`)},
+	{"time with a trailing space", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00Z "`)},
+	{"time with a lower-case zone name", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00utc"`)},
 	{"expiresat not a time", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"in 5m"`)},
+	{"expiresat with offset minute 60", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"2026-11-29T10:00:00-05:60"`)},
 	{"expiresat null", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":null`)},
 	{"datacontenttype text", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":"text/plain"`)},
 	{"datacontenttype a number", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":1`)},
@@ -937,7 +961,11 @@ var validEvents = []schemaCase{
 	{"extension of 20 characters", tBO, mkEvent(tBO, `{"broker":1}`, `"abcdefghijklmnopqrst":"x"`)},
 	{"datacontenttype with parameters and case", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":" Application/JSON; charset=utf-8"`)},
 	{"datacontenttype empty", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":""`)},
-	{"time with one-digit hour and a comma", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T9:00:00,5Z"`)},
+	{"time with lower-case t and z (RFC 3339's note)", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29t10:00:00z"`)},
+	{"time with nanoseconds and an offset", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00.999999999-23:59"`)},
+	{"time on February 29 of leap years", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2024-02-29T00:00:00Z"`, `"expiresat":"2000-02-29T23:59:59.5+00:00"`)},
+	{"time in year 0", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"0000-02-29T00:00:00Z"`)},
+	{"time on December 31", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"9999-12-31T23:59:59Z"`)},
 	{"time far in the past", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"2000-01-01T00:00:00Z"`)},
 	{"id of every token character", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"AZaz09-_"`)},
 	{"uuid id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"0f8fad5b-d9cb-469f-a165-70867728950e"`)},

@@ -1,0 +1,59 @@
+package events
+
+// The rules for the values of an event, each defined once: Decode enforces them, and the
+// JSON Schemas of docs/schemas state them (the tests of this package check that both take
+// and refuse the same events, at each limit, and that the schemas' patterns are these).
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// timePattern is an RFC 3339 date-time (section 5.6) as the contract takes it, the
+// pattern of the schemas' timestamps: four-digit year, two-digit month, day, hour, minute
+// and second, each within its range (the day within its month, February 29 only in a leap
+// year; no leap second: a time of kafkamender has none), an optional fraction after a
+// '.', of at most nine digits (nanoseconds: nothing is cut silently), then Z or ±hh:mm
+// (hh at most 23, mm at most 59). "T" and "Z" may be lower case, as RFC 3339's note allows
+// and date-time validators take them. ASCII only.
+const timePattern = `^(?:[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)|(?:0[13578]|1[02])-31)` +
+	`|(?:[0-9]{2}(?:0[48]|[2468][048]|[13579][26])|(?:[02468][048]|[13579][26])00)-02-29)` +
+	`[Tt](?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\.[0-9]{1,9})?(?:[Zz]|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])$`
+
+var timeRE = regexp.MustCompile(timePattern)
+
+// errNotTime says what a time must look like.
+var errNotTime = errors.New("is not an RFC 3339 time (e.g. 2026-11-29T10:00:00Z: two-digit fields within their ranges, a '.' before a fraction of at most 9 digits, Z or ±hh:mm)")
+
+// parseTime reads an RFC 3339 date-time by timePattern.
+func parseTime(s string) (time.Time, error) {
+	if !timeRE.MatchString(s) {
+		return time.Time{}, fmt.Errorf("%s %w", clip(s), errNotTime)
+	}
+	// The pattern took only what time.Parse takes, but for lower-case t and z.
+	t, err := time.Parse(time.RFC3339Nano, strings.ToUpper(s))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s %w", clip(s), errNotTime)
+	}
+	return t, nil
+}
+
+// maxQuoted bounds what an error message quotes of a value from an event, in characters:
+// a message reaches results and log lines.
+const maxQuoted = 128
+
+// clip quotes s for an error message, cut to maxQuoted characters.
+func clip(s string) string {
+	if n := 0; len(s) > maxQuoted {
+		for i := range s {
+			if n == maxQuoted {
+				return fmt.Sprintf("%q…", s[:i])
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,75 @@
+package events
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The patterns of the schemas are the decoder's own.
+func TestSchemaPatternsAreTheDecoders(t *testing.T) {
+	for _, tc := range []struct{ file, ptr, want string }{
+		{"cloudevent.json", "/$defs/timestamp", timePattern},
+	} {
+		got, _ := schemaNode(t, rawSchema(t, tc.file), tc.ptr)["pattern"].(string)
+		if got != tc.want {
+			t.Errorf("%s#%s: pattern\n%s\nwant the decoder's\n%s", tc.file, tc.ptr, got, tc.want)
+		}
+	}
+}
+
+// timePattern takes a date exactly when time.Parse does: every day of every month of
+// common, leap and century years, and the days around them.
+func TestTimePatternDates(t *testing.T) {
+	for _, year := range []int{0, 1900, 1970, 2000, 2023, 2024, 2100, 2400, 9999} {
+		for month := 0; month <= 13; month++ {
+			for day := 0; day <= 32; day++ {
+				date := fmt.Sprintf("%04d-%02d-%02d", year, month, day)
+				_, err := time.Parse("2006-01-02", date)
+				if got := timeRE.MatchString(date + "T00:00:00Z"); got != (err == nil) {
+					t.Errorf("%s: the pattern takes it: %v; time.Parse: %v", date, got, err)
+				}
+			}
+		}
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"2026-11-29T10:00:00Z", time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)},
+		{"2026-11-29t10:00:00z", time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)},
+		{"2026-11-29T10:00:00.5+01:30", time.Date(2026, 11, 29, 8, 30, 0, 5e8, time.UTC)},
+		{"2026-11-29T10:00:00.123456789-00:00", time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)},
+	} {
+		got, err := parseTime(tc.in)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("parseTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	_, err := parseTime("2026-11-29T9:00:00Z")
+	if err == nil || !strings.Contains(err.Error(), `"2026-11-29T9:00:00Z" is not an RFC 3339 time`) {
+		t.Errorf("err = %v", err)
+	}
+}
+
+// Binary mode reads ce-time and ce-expiresat by the same rule.
+func TestDecodeBinaryTimes(t *testing.T) {
+	for _, tc := range []struct{ header, value, want string }{
+		{"ce-time", "2026-11-29T10:00:00Z", ""},
+		{"ce-expiresat", "2026-11-29t10:00:00.5z", ""},
+		{"ce-time", "2026-11-29T9:00:00Z", `ce-time: "2026-11-29T9:00:00Z" is not an RFC 3339 time`},
+		{"ce-expiresat", "2026-11-29T10:00:00,5Z", `ce-expiresat: "2026-11-29T10:00:00,5Z" is not an RFC 3339 time`},
+		{"ce-expiresat", "2026-11-29T10:00:00+01:60", `ce-expiresat: "2026-11-29T10:00:00+01:60" is not an RFC 3339 time`},
+	} {
+		h := binaryHeader(TypeBrokerOverloaded)
+		h.Set(tc.header, tc.value)
+		_, err := Decode(Subject("local", TypeBrokerOverloaded), h, []byte(`{"broker":1}`), schemaDecodeOptions)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%s: %s: err = %v, want %q", tc.header, tc.value, err, tc.want)
+		}
+	}
+}
