@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"strings"
 	"time"
 )
@@ -101,11 +100,8 @@ func (e *Envelope) Validate() error {
 	case !KnownType(e.Type):
 		errs = append(errs, fmt.Errorf("type: unknown event type %q", e.Type))
 	}
-	if e.DataContentType != "" {
-		mt, _, err := mime.ParseMediaType(e.DataContentType)
-		if err != nil || mt != ContentTypeJSON {
-			errs = append(errs, fmt.Errorf("datacontenttype: want %q, got %q", ContentTypeJSON, e.DataContentType))
-		}
+	if e.DataContentType != "" && !mediaTypeRE.MatchString(e.DataContentType) {
+		errs = append(errs, fmt.Errorf("datacontenttype: want %q, got %s (ASCII only; parameters such as charset=utf-8 are allowed)", ContentTypeJSON, clip(e.DataContentType)))
 	}
 	if len(e.Data) == 0 {
 		errs = append(errs, errors.New("data: required"))

@@ -41,6 +41,18 @@ func parseTime(s string) (time.Time, error) {
 	return t, nil
 }
 
+// mediaTypePattern is the datacontenttype of every event: application/json as RFC 9110
+// writes a media type (section 8.3.1), in any case, with optional parameters (a token, '=',
+// a token or a quoted string), spaces around them and around the whole; ASCII only. The
+// decoder and the schemas read it by this one pattern.
+const mediaTypePattern = `^ *[Aa][Pp][Pp][Ll][Ii][Cc][Aa][Tt][Ii][Oo][Nn]/[Jj][Ss][Oo][Nn]` +
+	`(?: *;(?: *` + httpToken + `=(?:` + httpToken + `|"(?:[ !#-\[\]-~]|\\[ -~])*"))?)* *$`
+
+// httpToken is a token of RFC 9110 (section 5.6.2).
+const httpToken = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+
+var mediaTypeRE = regexp.MustCompile(mediaTypePattern)
+
 // maxQuoted bounds what an error message quotes of a value from an event, in characters:
 // a message reaches results and log lines.
 const maxQuoted = 128

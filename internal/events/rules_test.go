@@ -11,6 +11,7 @@ import (
 func TestSchemaPatternsAreTheDecoders(t *testing.T) {
 	for _, tc := range []struct{ file, ptr, want string }{
 		{"cloudevent.json", "/$defs/timestamp", timePattern},
+		{"cloudevent.json", "/$defs/mediaType", mediaTypePattern},
 	} {
 		got, _ := schemaNode(t, rawSchema(t, tc.file), tc.ptr)["pattern"].(string)
 		if got != tc.want {
@@ -56,14 +57,17 @@ func TestParseTime(t *testing.T) {
 	}
 }
 
-// Binary mode reads ce-time and ce-expiresat by the same rule.
-func TestDecodeBinaryTimes(t *testing.T) {
+// Binary mode reads the attributes of its headers by the same rules.
+func TestDecodeBinaryHeaders(t *testing.T) {
 	for _, tc := range []struct{ header, value, want string }{
 		{"ce-time", "2026-11-29T10:00:00Z", ""},
 		{"ce-expiresat", "2026-11-29t10:00:00.5z", ""},
 		{"ce-time", "2026-11-29T9:00:00Z", `ce-time: "2026-11-29T9:00:00Z" is not an RFC 3339 time`},
 		{"ce-expiresat", "2026-11-29T10:00:00,5Z", `ce-expiresat: "2026-11-29T10:00:00,5Z" is not an RFC 3339 time`},
 		{"ce-expiresat", "2026-11-29T10:00:00+01:60", `ce-expiresat: "2026-11-29T10:00:00+01:60" is not an RFC 3339 time`},
+		{"Content-Type", "Application/JSON; charset=utf-8", ""},
+		{"Content-Type", "appl\u0130cation/json", "datacontenttype: want \"application/json\", got \"appl\u0130cation/json\""},
+		{"ce-datacontenttype", "application/json;charset=\"\u00fc\"", `datacontenttype: want "application/json"`},
 	} {
 		h := binaryHeader(TypeBrokerOverloaded)
 		h.Set(tc.header, tc.value)
