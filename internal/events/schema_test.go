@@ -68,10 +68,20 @@ type schemaSet struct {
 
 func newSchemaSet(t testing.TB) *schemaSet {
 	t.Helper()
+	return newSchemaSetWith(t, nil)
+}
+
+// newSchemaSetWith is newSchemaSet whose patterns are read by engine (nil: Go's regexp,
+// which reads the schemas' patterns as ECMA-262 does; see pythonRegexp).
+func newSchemaSetWith(t testing.TB, engine jsonschema.RegexpEngine) *schemaSet {
+	t.Helper()
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat() // date-time, as validators that assert formats read it
 	c.UseLoader(schemaFiles{filepath.Join(docsDir(t), "schemas")})
+	if engine != nil {
+		c.UseRegexpEngine(engine)
+	}
 	return &schemaSet{compiler: c, compiled: map[string]*jsonschema.Schema{}}
 }
 
@@ -498,29 +508,72 @@ func TestDataSchemasMatchPayloadStructs(t *testing.T) {
 				if !ok {
 					continue // reported above
 				}
-				n := deref(t, doc, p.(map[string]any))
+				file := "data-" + ti.Name + ".json"
 				want := schemaTypes[kind]
-				types := stringList(n["type"])
-				if enum, ok := n["enum"].([]any); ok { // strategy: an enum of strings (and null)
-					types = nil
-					for _, e := range enum {
-						if _, ok := e.(string); ok && !slices.Contains(types, "string") {
-							types = append(types, "string")
-						}
-					}
-				}
-				if !slices.Contains(types, want.typ) {
+				if types := jsonTypesOf(t, file, p.(map[string]any)); !slices.Contains(types, want.typ) {
 					t.Errorf("%s: type %v, want %s (Go kind %s)", name, types, want.typ, kind)
 				}
 				if want.items != "" {
-					it, _ := n["items"].(map[string]any)
-					if !slices.Contains(stringList(it["type"]), want.items) {
-						t.Errorf("%s: items of type %v, want %s", name, it["type"], want.items)
+					it, _ := deref(t, doc, p.(map[string]any))["items"].(map[string]any)
+					if types := jsonTypesOf(t, file, it); !slices.Contains(types, want.items) {
+						t.Errorf("%s: items of type %v, want %s", name, types, want.items)
 					}
 				}
 			}
 		})
 	}
+}
+
+// jsonTypesOf returns the JSON types that the schema n of docs/schemas/file admits, as its
+// "type", "const", "enum", "anyOf" and "$ref" (within the file or to another) say.
+func jsonTypesOf(t testing.TB, file string, n map[string]any) []string {
+	t.Helper()
+	if ty, ok := n["type"]; ok {
+		return stringList(ty)
+	}
+	var out []string
+	add := func(types ...string) {
+		for _, ty := range types {
+			if !slices.Contains(out, ty) {
+				out = append(out, ty)
+			}
+		}
+	}
+	valueType := func(v any) string {
+		switch v.(type) {
+		case nil:
+			return "null"
+		case string:
+			return "string"
+		case bool:
+			return "boolean"
+		case float64:
+			return "number"
+		}
+		return "object"
+	}
+	if c, ok := n["const"]; ok {
+		add(valueType(c))
+	}
+	enum, _ := n["enum"].([]any)
+	for _, e := range enum {
+		add(valueType(e))
+	}
+	branches, _ := n["anyOf"].([]any)
+	for _, b := range branches {
+		if m, ok := b.(map[string]any); ok {
+			add(jsonTypesOf(t, file, m)...)
+		}
+	}
+	if ref, ok := n["$ref"].(string); ok {
+		target, ptr, _ := strings.Cut(ref, "#")
+		if target == "" {
+			target = file
+		}
+		add(jsonTypesOf(t, target, schemaNode(t, rawSchema(t, target), ptr))...)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Every event type has its event and data schema, and the envelope schema names exactly
@@ -827,6 +880,7 @@ var invalidEvents = []schemaCase{
 	{"id with a wildcard", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a*"`)},
 	{"id not ASCII", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"ü"`)},
 	{"id a number", tBO, mkEvent(tBO, `{"broker":1}`, `"id":12`)},
+	{"id with a trailing newline", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a1b2\n"`)},
 	{"no source", tBO, mkEvent(tBO, `{"broker":1}`, "-source")},
 	{"empty source", tBO, mkEvent(tBO, `{"broker":1}`, `"source":""`)},
 	{"null source", tBO, mkEvent(tBO, `{"broker":1}`, `"source":null`)},
@@ -858,6 +912,7 @@ var invalidEvents = []schemaCase{
 	{"time without seconds", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00Z"`)},
 	{"time with Arabic-Indic digits", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T١٠:00:00Z"`)},
 	{"time with fullwidth digits", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"２026-11-29T10:00:00Z"`)},
+	{"time with a trailing newline", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00Z\n"`)},
 	{"time with a trailing space", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00Z "`)},
 	{"time with a lower-case zone name", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"2026-11-29T10:00:00utc"`)},
 	{"expiresat not a time", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"in 5m"`)},
@@ -940,6 +995,7 @@ var invalidEvents = []schemaCase{
 	{"rc: timeout bare zero", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"0"}`)},
 	{"rc: negative timeout", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"-5m"}`)},
 	{"rc: timeout with a space", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"1 h"}`)},
+	{"rc: timeout with a trailing newline", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"1h\n"}`)},
 	{"rc: timeout in days", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":"1d"}`)},
 	{"rc: timeout a number", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":60}`)},
 	{"rc: timeout null", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"timeout":null}`)},
@@ -1010,11 +1066,14 @@ var validEvents = []schemaCase{
 }
 
 func TestSchemaRejectsWhatDecoderRejects(t *testing.T) {
-	s := newSchemaSet(t)
+	s, py := newSchemaSet(t), newSchemaSetWith(t, pythonRegexp)
 	for _, tc := range invalidEvents {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
 				t.Errorf("the schema takes %s", tc.body)
+			}
+			if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
+				t.Errorf("the schema, its patterns read as Python's re reads them, takes %s", tc.body)
 			}
 			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err == nil {
 				t.Errorf("Decode takes %s", tc.body)
@@ -1024,7 +1083,7 @@ func TestSchemaRejectsWhatDecoderRejects(t *testing.T) {
 }
 
 func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
-	s := newSchemaSet(t)
+	s, py := newSchemaSet(t), newSchemaSetWith(t, pythonRegexp)
 	for _, tc := range validEvents {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err != nil {
@@ -1032,6 +1091,9 @@ func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
 			}
 			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
 				t.Errorf("the schema rejects %s: %v", tc.body, err)
+			}
+			if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
+				t.Errorf("the schema, its patterns read as Python's re reads them, rejects %s: %v", tc.body, err)
 			}
 			// Binary mode: the data alone, against the data schema.
 			var env struct{ Data json.RawMessage }

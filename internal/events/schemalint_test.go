@@ -1,6 +1,11 @@
 package events
 
 // The JSON Schemas of docs/schemas are usable as they are by the validators producers use:
+// their patterns mean the same to ECMA-262 (the regular expressions of JSON Schema, and of
+// Ajv), Go's regexp (RE2) and Python's re (Python's jsonschema): no \d, \w, \s or \b (Python
+// reads them as Unicode classes), no lookaround (RE2 has none), and every pattern anchored
+// with $, which Python's re also matches before a newline that ends the string, beside a
+// rule that refuses control characters, the newline among them (controlPattern);
 // each has an absolute $id (its references resolve by it), and each holds to the rules of
 // Ajv's strict mode (Ajv, the most used JavaScript validator, refuses by default to compile
 // a schema that breaks them, or logs them): only known keywords, a "type" wherever a keyword
@@ -13,7 +18,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // schemaKeywords are the keywords the schemas may use (JSON Schema 2020-12), each with the
@@ -42,6 +50,10 @@ func schemaFileNames(t testing.TB) []string {
 	return names
 }
 
+// controlPattern finds a control character (Unicode's Cc: U+0000 to U+001F, U+007F to
+// U+009F), in every regular-expression engine alike.
+const controlPattern = `[\x00-\x1f\x7f-\x9f]`
+
 func TestSchemasAreStrict(t *testing.T) {
 	for _, name := range schemaFileNames(t) {
 		t.Run(name, func(t *testing.T) {
@@ -49,10 +61,89 @@ func TestSchemasAreStrict(t *testing.T) {
 			if got, want := doc["$id"], schemaBaseURI+name; got != want {
 				t.Errorf("$id %v, want %s", got, want)
 			}
-			for _, problem := range lintSchema(doc, "#", nil, true) {
+			for _, problem := range lintSchema(doc, "#", lintContext{root: true}) {
 				t.Error(problem)
 			}
 		})
+	}
+}
+
+// anchors returns the offsets of the $ of pattern that are anchors (not escaped, not in
+// a character class).
+func anchors(pattern string) []int {
+	var out []int
+	inClass := false
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; {
+		case c == '\\':
+			i++
+		case c == '[':
+			inClass = true
+		case c == ']':
+			inClass = false
+		case c == '$' && !inClass:
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// pythonRegexp compiles pattern as Python's re reads it, where it differs from ECMA-262
+// in what the schemas may use: $ matches at the end, and before a newline that ends the
+// string. A schema set that reads its patterns so shows what Python's jsonschema decides.
+func pythonRegexp(pattern string) (jsonschema.Regexp, error) {
+	var b strings.Builder
+	last := 0
+	for _, i := range anchors(pattern) {
+		b.WriteString(pattern[last:i])
+		b.WriteString(`(?:\n?\z)`)
+		last = i + 1
+	}
+	b.WriteString(pattern[last:])
+	return regexp.Compile(b.String())
+}
+
+// patternProblem says why a pattern would not mean the same in every engine, or "".
+func patternProblem(pattern string) string {
+	for _, look := range []string{"(?=", "(?!", "(?<"} {
+		if strings.Contains(pattern, look) {
+			return "a lookaround (" + look + "…): RE2 has none"
+		}
+	}
+	for i := 0; i < len(pattern)-1; i++ {
+		if pattern[i] != '\\' {
+			continue
+		}
+		i++
+		if c := pattern[i]; strings.IndexByte("dDwWsSbBpPuzZA", c) >= 0 {
+			return fmt.Sprintf(`\%c: engines read it differently (Python: Unicode classes; ECMA-262: \u, \p only with the u flag)`, c)
+		}
+	}
+	return ""
+}
+
+// The Python reading of patterns differs where it should, and the lint of patterns finds
+// what it is meant to find.
+func TestPatternReadings(t *testing.T) {
+	py, err := pythonRegexp(`^[a-z]+$|^x$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]bool{"abc": true, "abc\n": true, "abc\n\n": false, "x\n": true, "a\nb": false, "[$]": false} {
+		if got := py.MatchString(in); got != want {
+			t.Errorf("Python's reading of %s on %q: %v, want %v", py, in, got, want)
+		}
+	}
+	if got := anchors(`^a\$[$]$`); !slices.Equal(got, []int{7}) {
+		t.Errorf("anchors = %v, want [7]", got)
+	}
+	for pattern, want := range map[string]string{
+		`^[0-9]+$`: "", `[^\x00-\x1f]`: "", `^a(?=b)`: "a lookaround ((?=…): RE2 has none",
+		`^\d+`: `\d: engines read it differently (Python: Unicode classes; ECMA-262: \u, \p only with the u flag)`,
+	} {
+		if got := patternProblem(pattern); got != want {
+			t.Errorf("patternProblem(%q) = %q, want %q", pattern, got, want)
+		}
 	}
 }
 
@@ -80,23 +171,70 @@ func TestSchemaLint(t *testing.T) {
 		{"overlapping patternProperties", map[string]any{"type": "object", "properties": map[string]any{"ab": map[string]any{}},
 			"patternProperties": map[string]any{"^a": map[string]any{}}},
 			[]string{`#: patternProperties "^a" matches the property "ab" (Ajv's strict mode refuses the overlap)`}},
+		{"a $ pattern without the control rule", map[string]any{"type": "string", "pattern": "^a$"},
+			[]string{`#: pattern "^a$" is anchored with $ without a rule refusing control characters beside it ("not": {"pattern": "` + controlPattern + `"}): Python's re would take a trailing newline`}},
+		{"a $ pattern with the control rule of a parent", map[string]any{"type": "string", "not": map[string]any{"pattern": controlPattern},
+			"anyOf": []any{map[string]any{"pattern": "^a$"}}}, nil},
+		{"a $ pattern with the control rule among others", map[string]any{"type": "string", "pattern": "^a$",
+			"not": map[string]any{"anyOf": []any{map[string]any{"pattern": "b"}, map[string]any{"pattern": controlPattern}}}}, nil},
+		{"a pattern with \\s", map[string]any{"type": "string", "pattern": `\s`},
+			[]string{`#: pattern "\\s": \s: engines read it differently (Python: Unicode classes; ECMA-262: \u, \p only with the u flag)`}},
 		{"nested $id", map[string]any{"$defs": map[string]any{"x": map[string]any{"$id": "y"}}},
 			[]string{`#/$defs/x: "$id" below the root`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := lintSchema(tc.schema, "#", nil, true); !slices.Equal(got, tc.want) {
+			if got := lintSchema(tc.schema, "#", lintContext{root: true}); !slices.Equal(got, tc.want) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
 	}
 }
 
-// lintSchema returns the problems of the schema n at where; types are the types in force
-// for its instance (from a parent whose applicator leads here: anyOf, allOf, oneOf, not,
-// if, then, else), root whether n is a document's root.
-func lintSchema(n map[string]any, where string, types []string, root bool) []string {
+// lintContext is what a schema's lint knows from where the schema is.
+type lintContext struct {
+	root bool // the schema is a document's root
+	// types in force for its instance, and whether control characters are refused (by a
+	// parent whose applicator leads here: anyOf, allOf, oneOf, not, if, then, else).
+	types      []string
+	controlled bool
+}
+
+// refusesControls reports whether n refuses control characters: "not" of controlPattern,
+// alone or among the anyOf of its "not", or so in one of its allOf.
+func refusesControls(n map[string]any) bool {
+	not, _ := n["not"].(map[string]any)
+	if not["pattern"] == controlPattern {
+		return true
+	}
+	anyOf, _ := not["anyOf"].([]any)
+	for _, b := range anyOf {
+		if m, ok := b.(map[string]any); ok && m["pattern"] == controlPattern {
+			return true
+		}
+	}
+	allOf, _ := n["allOf"].([]any)
+	for _, b := range allOf {
+		if m, ok := b.(map[string]any); ok && refusesControls(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// lintSchema returns the problems of the schema n at where.
+func lintSchema(n map[string]any, where string, ctx lintContext) []string {
 	var out []string
 	add := func(format string, args ...any) { out = append(out, where+": "+fmt.Sprintf(format, args...)) }
+	root, types := ctx.root, ctx.types
+	controlled := ctx.controlled || refusesControls(n)
+	if pattern, ok := n["pattern"].(string); ok {
+		if p := patternProblem(pattern); p != "" {
+			add("pattern %q: %s", pattern, p)
+		}
+		if len(anchors(pattern)) > 0 && !controlled {
+			add(`pattern %q is anchored with $ without a rule refusing control characters beside it ("not": {"pattern": "%s"}): Python's re would take a trailing newline`, pattern, controlPattern)
+		}
+	}
 	if own, ok := n["type"]; ok {
 		types = stringList(own)
 		if list, ok := own.([]any); ok && !(len(list) == 1 || len(list) == 2 && slices.Contains(types, "null")) {
@@ -144,32 +282,39 @@ func lintSchema(n map[string]any, where string, types []string, root bool) []str
 			add(`"then" or "else" without "if"`)
 		}
 	}
-	sub := func(v any, at string, types []string) {
+	inPlace := lintContext{types: types, controlled: controlled}
+	sub := func(v any, at string, ctx lintContext) {
 		if m, ok := v.(map[string]any); ok {
-			out = append(out, lintSchema(m, at, types, false)...)
+			out = append(out, lintSchema(m, at, ctx)...)
 		}
 	}
 	for _, kw := range []string{"anyOf", "allOf", "oneOf"} {
 		list, _ := n[kw].([]any)
 		for i, v := range list {
-			sub(v, fmt.Sprintf("%s/%s/%d", where, kw, i), types)
+			sub(v, fmt.Sprintf("%s/%s/%d", where, kw, i), inPlace)
 		}
 	}
 	for _, kw := range []string{"not", "if", "then", "else"} {
-		sub(n[kw], where+"/"+kw, types)
+		sub(n[kw], where+"/"+kw, inPlace)
 	}
 	for _, name := range sortedKeys(props) {
-		sub(props[name], where+"/properties/"+name, nil)
+		sub(props[name], where+"/properties/"+name, lintContext{})
 	}
 	for _, pat := range sortedKeys(pats) {
-		sub(pats[pat], where+"/patternProperties/"+pat, nil)
+		if p := patternProblem(pat); p != "" {
+			add("patternProperties %q: %s", pat, p)
+		}
+		if len(anchors(pat)) > 0 {
+			add("patternProperties %q is anchored with $: Python's re would take a name with a trailing newline (use propertyNames)", pat)
+		}
+		sub(pats[pat], where+"/patternProperties/"+pat, lintContext{})
 	}
-	sub(n["additionalProperties"], where+"/additionalProperties", nil)
-	sub(n["propertyNames"], where+"/propertyNames", []string{"string"})
-	sub(n["items"], where+"/items", nil)
+	sub(n["additionalProperties"], where+"/additionalProperties", lintContext{})
+	sub(n["propertyNames"], where+"/propertyNames", lintContext{types: []string{"string"}})
+	sub(n["items"], where+"/items", lintContext{})
 	defs, _ := n["$defs"].(map[string]any)
 	for _, name := range sortedKeys(defs) {
-		sub(defs[name], where+"/$defs/"+name, nil)
+		sub(defs[name], where+"/$defs/"+name, lintContext{})
 	}
 	return out
 }
