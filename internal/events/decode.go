@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -98,11 +99,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("want a duration string such as \"15m\"")
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (e.g. \"90s\", \"15m\")", s)
-	}
-	if v <= 0 {
-		return fmt.Errorf("%q: must be positive", s)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "invalid duration") && durationRE.MatchString(s):
+		return fmt.Errorf("%s is out of the range of a duration (1ns to %s)", clip(s), time.Duration(math.MaxInt64))
+	case err != nil:
+		return fmt.Errorf("%s is not a duration (e.g. \"90s\", \"15m\")", clip(s))
+	case v == 0 && strings.ContainsAny(s, "123456789"):
+		return fmt.Errorf("%s is out of the range of a duration (1ns to %s)", clip(s), time.Duration(math.MaxInt64))
+	case v <= 0:
+		return fmt.Errorf("%s: must be positive", clip(s))
 	}
 	d.Duration = v
 	return nil
@@ -211,6 +216,10 @@ func fromStructured(env *Envelope, body []byte) error {
 	if err := CheckObject(body); err != nil {
 		return fmt.Errorf("body: %w", err)
 	}
+	body, strictErr := strictJSON(body, "")
+	if body == nil {
+		return strictErr
+	}
 	// Envelope attributes: known ones typed, extensions (other attributes) tolerated as
 	// CloudEvents requires, but their names must be valid.
 	var attrs map[string]json.RawMessage
@@ -219,6 +228,9 @@ func fromStructured(env *Envelope, body []byte) error {
 	}
 	if raw, ok := attrs["id"]; ok {
 		_ = json.Unmarshal(raw, &env.ID) // for the rejection, before other checks
+	}
+	if strictErr != nil {
+		return strictErr
 	}
 	var errs []error
 	for name, raw := range attrs {
@@ -317,6 +329,13 @@ func fromBinary(env *Envelope, h Header, body []byte) error {
 		*a.dst = t
 	}
 	env.Data = bytes.TrimSpace(body)
+	if json.Valid(env.Data) { // else Validate says what is wrong with it
+		data, err := strictJSON(env.Data, "data")
+		if data != nil {
+			env.Data = data
+		}
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

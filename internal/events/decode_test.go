@@ -84,6 +84,9 @@ func TestDecodeRejections(t *testing.T) {
 		{"missing id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, "", 1), "id: required", ""},
 		{"id not a subject token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a.b"`, 1), "id: \"a.b\" is not a valid subject token", "a.b"},
 		{"data not an object", subj, structured(`[1]`), "data: want a JSON object", "a1b2"},
+		{"duplicate member", subj, structured(`{"topic":"o","topic":"p","preferred_leader":1}`), `data: member "topic" appears twice`, "a1b2"},
+		{"duplicate id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, `"id":"a1b2","id":"a1b2",`, 1), `body: member "id" appears twice`, "a1b2"},
+		{"not UTF-8", subj, structured("{\"topic\":\"o\xff\",\"preferred_leader\":1}"), "body: not UTF-8 (the byte at offset", ""},
 		{"binary data", subj, strings.Replace(structured(`{}`), `"data":`, `"data_base64":"eA==","x":`, 1), "data_base64", "a1b2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

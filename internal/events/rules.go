@@ -53,6 +53,12 @@ const httpToken = "[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 
 var mediaTypeRE = regexp.MustCompile(mediaTypePattern)
 
+// durationPattern is a Go duration as time.ParseDuration reads it, but for a sign: the
+// shape of a timeout (then it must also be within Go's range of durations, and positive).
+const durationPattern = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`
+
+var durationRE = regexp.MustCompile(durationPattern)
+
 // maxQuoted bounds what an error message quotes of a value from an event, in characters:
 // a message reaches results and log lines.
 const maxQuoted = 128

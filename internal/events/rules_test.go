@@ -12,6 +12,7 @@ func TestSchemaPatternsAreTheDecoders(t *testing.T) {
 	for _, tc := range []struct{ file, ptr, want string }{
 		{"cloudevent.json", "/$defs/timestamp", timePattern},
 		{"cloudevent.json", "/$defs/mediaType", mediaTypePattern},
+		{"cloudevent.json", "/$defs/duration", durationPattern},
 	} {
 		got, _ := schemaNode(t, rawSchema(t, tc.file), tc.ptr)["pattern"].(string)
 		if got != tc.want {
@@ -75,5 +76,35 @@ func TestDecodeBinaryHeaders(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("%s: %s: err = %v, want %q", tc.header, tc.value, err, tc.want)
 		}
+	}
+}
+
+func TestIntegerLiteral(t *testing.T) {
+	for in, want := range map[string]string{
+		"0": "0", "-0": "0", "-0.0": "0", "12": "12", "-12": "-12", "1.0": "1", "1.50": "1.50", "1e2": "100",
+		"1E+2": "100", "-2.5e1": "-25", "250e-1": "25", "25e-1": "25e-1", "0e999999999": "0", "1e999999999": "1e999999999",
+		"1e-999999999": "1e-999999999", "0.000": "0", "123456789012345678901234567890": "123456789012345678901234567890",
+		"1e30": "1e30", "1e29": "100000000000000000000000000000", "00": "00",
+	} {
+		if got := integerLiteral(in); got != want {
+			t.Errorf("integerLiteral(%s) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestStrictJSON(t *testing.T) {
+	out, err := strictJSON([]byte(`{"a": 1.0, "b": [2e0, {"c": "x", "c": "y"}], "data": {"d": null, "d": true, "e": -0}}`), "")
+	if got := string(out); got != `{"a":1,"b":[2,{"c":"x","c":"y"}],"data":{"d":null,"d":true,"e":0}}` {
+		t.Errorf("out = %s", got)
+	}
+	if got, want := fmt.Sprint(err), "b[1]: member \"c\" appears twice (a member name must be unique in its object)\n"+
+		"data: member \"d\" appears twice (a member name must be unique in its object)"; got != want {
+		t.Errorf("err = %s\nwant %s", got, want)
+	}
+	if _, err := strictJSON([]byte(`{"a":1,"a":2,"a":3}`), "data"); fmt.Sprint(err) != `data: member "a" appears twice (a member name must be unique in its object)` {
+		t.Errorf("three times: %v", err)
+	}
+	if out, err := strictJSON([]byte("{\"a\":\"\xe2\x82\"}"), ""); out != nil || fmt.Sprint(err) != "body: not UTF-8 (the byte at offset 6 is not part of a UTF-8 character)" {
+		t.Errorf("not UTF-8: %s, %v", out, err)
 	}
 }

@@ -952,6 +952,10 @@ var invalidEvents = []schemaCase{
 	{"bo: negative broker", tBO, mkEvent(tBO, `{"broker":-1}`)},
 	{"bo: broker a string", tBO, mkEvent(tBO, `{"broker":"2"}`)},
 	{"bo: broker a fraction", tBO, mkEvent(tBO, `{"broker":2.5}`)},
+	{"bo: broker a fraction by its exponent", tBO, mkEvent(tBO, `{"broker":15e-1}`)},
+	{"bo: broker a tiny fraction", tBO, mkEvent(tBO, `{"broker":1.000000000000000000001}`)},
+	{"bo: broker beyond int32 by its exponent", tBO, mkEvent(tBO, `{"broker":2.2e9}`)},
+	{"bo: broker of a huge exponent", tBO, mkEvent(tBO, `{"broker":1e999999999}`)},
 	{"bo: broker beyond int32", tBO, mkEvent(tBO, `{"broker":2147483648}`)},
 	{"bo: unknown field", tBO, mkEvent(tBO, `{"broker":1,"leader":2}`)},
 	{"bo: field in another case", tBO, mkEvent(tBO, `{"Broker":1}`)},
@@ -1045,7 +1049,11 @@ var validEvents = []schemaCase{
 	{"bo: null optional fields", tBO, mkEvent(tBO, `{"broker":1,"cluster":null,"topics":null,"exclude_topics":[null],"max_partitions":null,"demote_to_end":null,"dry_run":null,"reason":null}`)},
 	{"bo: empty cluster", tBO, mkEvent(tBO, `{"broker":1,"cluster":""}`)},
 	{"bo: broker -0", tBO, mkEvent(tBO, `{"broker":-0}`)},
-	{"bo: duplicate member, the last counts", tBO, mkEvent(tBO, `{"broker":-1,"broker":1}`)},
+	{"bo: integers written with a fraction or an exponent", tBO, mkEvent(tBO, `{"broker":1.0,"max_partitions":1e2}`)},
+	{"bo: broker -0.0", tBO, mkEvent(tBO, `{"broker":-0.0}`)},
+	{"bo: broker 2.0e9", tBO, mkEvent(tBO, `{"broker":2.0e9}`)},
+	{"rc: partitions written with exponents", tRC, mkEvent(tRC, `{"topic":"o","partitions":[50E-1,0.2e1,30e-1],"preferred_leader":1}`)},
+	{"extension integer written with a fraction", tBO, mkEvent(tBO, `{"broker":1}`, `"n1":5.0`)},
 	{"rc: preferred leader", tRC, mkEvent(tRC, `{"topic":"orders","partitions":[0,1],"preferred_leader":0,"strategy":"zk-nudge"}`)},
 	{"rc: replication factor", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":3,"strategy":"zk-reassign","throttle_bytes_per_sec":0,"timeout":"1h30m","dry_run":true,"reason":"r"}`)},
 	{"rc: replication factor 0 (the worker rejects it later)", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":0}`)},
@@ -1063,6 +1071,87 @@ var validEvents = []schemaCase{
 	{"ld: explicit", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","dry_run":true,"reason":"r"}`)},
 	{"ld: explicit, empty from_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","from_dir":""}`)},
 	{"ld: empty topic and null partition (a balance)", tLD, mkEvent(tLD, `{"broker":1,"topic":"","partition":null,"from_dir":"/a"}`)},
+}
+
+// schemaBlindRules are the decoder's rules that no JSON Schema can state: an event that
+// breaks only these, the schemas take and the decoder rejects. docs/contract.md lists each
+// (doc is its words there); says is what each of the decoder's messages about it holds.
+var schemaBlindRules = map[string]struct{ doc, says string }{
+	"subject's cluster":   {"must be one the workers serve", "cluster"},
+	"topics and excluded": {"no topic in both", "is also in data.topics"},
+	"same directory":      {"not the same directory", "are the same directory"},
+	"Go duration":         {"within Go's range of durations", "out of the range of a duration"},
+	"body size":           {"a body of at most 1 MiB", "more than the limit of"},
+	"repeated member":     {"a member name twice in one object", "appears twice"},
+	"not UTF-8":           {"text that is not UTF-8", "not UTF-8"},
+}
+
+// schemaBlindEvents break one schema-blind rule each (rule: its key of schemaBlindRules),
+// published for cluster (default local).
+var schemaBlindEvents = []struct {
+	schemaCase
+	rule, cluster string
+}{
+	{schemaCase{"unknown cluster", tBO, mkEvent(tBO, `{"broker":1}`)}, "subject's cluster", "prod"},
+	{schemaCase{"data.cluster not the subject's", tBO, mkEvent(tBO, `{"broker":1,"cluster":"kraft"}`)}, "subject's cluster", ""},
+	{schemaCase{"bo: a topic also excluded", tBO, mkEvent(tBO, `{"broker":1,"topics":["a","b"],"exclude_topics":["b"]}`)}, "topics and excluded", ""},
+	{schemaCase{"ld: from_dir is to_dir", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/a","to_dir":"/a"}`)}, "same directory", ""},
+	{schemaCase{"rc: timeout beyond 292 years", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"2562048h"}`)}, "Go duration", ""},
+	{schemaCase{"ld: timeout under a nanosecond", tLD, mkEvent(tLD, `{"broker":1,"timeout":"0.5ns"}`)}, "Go duration", ""},
+	{schemaCase{"body over 1 MiB", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+strings.Repeat(`"`+strings.Repeat("t", 240)+`",`, 4400)+`"t"]}`)}, "body size", ""},
+	{schemaCase{"bo: duplicate member", tBO, mkEvent(tBO, `{"broker":-1,"broker":1}`)}, "repeated member", ""},
+	{schemaCase{"duplicate attribute", tBO, mkEvent(tBO, `{"broker":1}`, `"source":"a"`, `"source":"b"`)}, "repeated member", ""},
+	{schemaCase{"duplicate member in an extension", tBO, mkEvent(tBO, `{"broker":1}`, `"x":{"a":1,"a":1}`)}, "repeated member", ""},
+	{schemaCase{"duplicate member by its escape", tBO, mkEvent(tBO, `{"broker":1,"\u0062roker":1}`)}, "repeated member", ""},
+	{schemaCase{"reason not UTF-8", tBO, mkEvent(tBO, "{\"broker\":1,\"reason\":\"\xff\"}")}, "not UTF-8", ""},
+	{schemaCase{"source not UTF-8", tBO, mkEvent(tBO, `{"broker":1}`, "\"source\":\"a\xc3\"")}, "not UTF-8", ""},
+}
+
+// What only the decoder's schema-blind rules reject, the schemas take (in both readings of
+// their patterns): a case the schemas reject belongs to invalidEvents. Each rule has a case,
+// and docs/contract.md names it.
+func TestSchemaBlindRules(t *testing.T) {
+	s, py := newSchemaSet(t), newSchemaSetWith(t, pythonRegexp)
+	contract, err := os.ReadFile(filepath.Join(docsDir(t), "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{}
+	for _, tc := range schemaBlindEvents {
+		t.Run(tc.name, func(t *testing.T) {
+			rule, ok := schemaBlindRules[tc.rule]
+			if !ok {
+				t.Fatalf("no schema-blind rule %q", tc.rule)
+			}
+			used[tc.rule] = true
+			for reading, set := range map[string]*schemaSet{"": s, ", its patterns read as Python's re reads them,": py} {
+				if err := set.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
+					t.Errorf("the schema%s rejects it (move it to invalidEvents): %v\n%s", reading, err, tc.body)
+				}
+			}
+			cluster := tc.cluster
+			if cluster == "" {
+				cluster = "local"
+			}
+			_, err := Decode(Subject(cluster, tc.typ), nil, []byte(tc.body), schemaDecodeOptions)
+			if err == nil {
+				t.Fatalf("Decode takes %s", tc.body)
+			}
+			for _, line := range strings.Split(err.Error(), "\n") {
+				if !strings.Contains(line, rule.says) {
+					t.Errorf("Decode rejects it for more than %s: %s", tc.rule, line)
+				}
+			}
+		})
+	}
+	for name, rule := range schemaBlindRules {
+		if !used[name] {
+			t.Errorf("schema-blind rule %q has no case in schemaBlindEvents", name)
+		}
+		if !bytes.Contains(contract, []byte(rule.doc)) {
+			t.Errorf("docs/contract.md does not list the schema-blind rule %q (as %q)", name, rule.doc)
+		}
+	}
 }
 
 func TestSchemaRejectsWhatDecoderRejects(t *testing.T) {
