@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultMaxBytes is the largest event body accepted. Requests are small; a larger body is
@@ -358,8 +359,14 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 	if payload == nil {
 		return nil, fmt.Errorf("type: unknown event type %q", typ)
 	}
-	if err := exactFieldNames(typ, data); err != nil {
-		return nil, err
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err == nil { // else the decoding below says why
+		if err := exactFieldNames(typ, members); err != nil {
+			return nil, err
+		}
+		if err := checkLists(typ, members); err != nil {
+			return nil, err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -386,20 +393,42 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 // to case ("Broker", even "ſtrategy" with a long s, would set a field), which
 // DisallowUnknownFields lets through; the contract names each field exactly, and a name that
 // is almost right is a typo to reject, not one to guess at.
-func exactFieldNames(typ string, data json.RawMessage) error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil // not an object: the decoding that follows says so
-	}
+func exactFieldNames(typ string, members map[string]json.RawMessage) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		if _, ok := DataField(typ, name); ok {
 			continue
 		}
 		if like := fieldLike(typ, name); like != "" {
-			errs = append(errs, fmt.Errorf("data: unknown field %q (field names are case-sensitive: %q)", name, like))
+			errs = append(errs, fmt.Errorf("data: unknown field %s (field names are case-sensitive: %q)", clip(name), like))
 		} else {
-			errs = append(errs, fmt.Errorf("data: unknown field %q", name))
+			errs = append(errs, fmt.Errorf("data: unknown field %s", clip(name)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkLists checks the lists of the data's members (its known fields, by exactFieldNames)
+// for what decoding them into Go would hide: a null entry (it would read as 0 or "") and
+// more entries than the field's cap.
+func checkLists(typ string, members map[string]json.RawMessage) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		if kind, _ := DataField(typ, name); !strings.HasPrefix(string(kind), "[]") {
+			continue
+		}
+		var list []json.RawMessage
+		if json.Unmarshal(members[name], &list) != nil {
+			continue // null, or not a list: the decoding that follows says so
+		}
+		if limit := listCaps[name]; len(list) > limit {
+			errs = append(errs, fmt.Errorf("data.%s: %d entries, over the limit of %d", name, len(list), limit))
+			continue
+		}
+		for i, e := range list {
+			if string(e) == "null" {
+				errs = append(errs, fmt.Errorf("data.%s[%d]: null: a list holds no nulls", name, i))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -429,7 +458,11 @@ func dataError(err error) error {
 		if field == "" {
 			field = "(value)"
 		}
-		return fmt.Errorf("data.%s: want %s, got %s", field, goTypeName(te.Type.String()), te.Value)
+		if lit, ok := strings.CutPrefix(te.Value, "number "); ok && integral(lit) {
+			r := intRanges[field]
+			return fmt.Errorf("data.%s: %s is out of range (%d to %d)", field, truncate([]byte(lit)), r[0], r[1])
+		}
+		return fmt.Errorf("data.%s: want %s, got %s", field, goTypeName(te.Type.String()), truncate([]byte(te.Value)))
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
@@ -481,9 +514,17 @@ func (p *BrokerOverloaded) validate() error {
 	if p.MaxPartitions < 0 {
 		errs = append(errs, fmt.Errorf("data.max_partitions: %d: must be 0 (all) or more", p.MaxPartitions))
 	}
+	if err := overMax("max_partitions", int64(p.MaxPartitions)); err != nil {
+		errs = append(errs, err)
+	}
+	excluded := make(map[string]bool, len(p.ExcludeTopics))
+	for _, t := range p.ExcludeTopics {
+		excluded[t] = true
+	}
 	for _, t := range p.Topics {
-		if contains(p.ExcludeTopics, t) {
-			errs = append(errs, fmt.Errorf("data.exclude_topics: %q is also in data.topics", t))
+		if excluded[t] {
+			errs = append(errs, fmt.Errorf("data.exclude_topics: %s is also in data.topics", clip(t)))
+			excluded[t] = false // once
 		}
 	}
 	return errors.Join(errs...)
@@ -509,6 +550,12 @@ func (p *ReplicaChange) validate() error {
 		errs = append(errs, errors.New("data: preferred_leader and replication_factor are exclusive: send two events"))
 	case p.PreferredLeader != nil && *p.PreferredLeader < 0:
 		errs = append(errs, fmt.Errorf("data.preferred_leader: %d is not a broker id", *p.PreferredLeader))
+	case p.ReplicationFactor != nil && *p.ReplicationFactor < 1:
+		errs = append(errs, fmt.Errorf("data.replication_factor: %d: must be at least 1", *p.ReplicationFactor))
+	case p.ReplicationFactor != nil:
+		if err := overMax("replication_factor", int64(*p.ReplicationFactor)); err != nil {
+			errs = append(errs, fmt.Errorf("%w (Kafka's largest replication factor)", err))
+		}
 	}
 	switch p.Strategy {
 	case "", "auto", "api", "zk-reassign", "zk-nudge":
@@ -517,6 +564,9 @@ func (p *ReplicaChange) validate() error {
 	}
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
+	}
+	if err := overMax("throttle_bytes_per_sec", p.ThrottleBytesPerSec); err != nil {
+		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
 	}
 	return errors.Join(errs...)
 }
@@ -544,12 +594,20 @@ func (p *LogDirMove) validate() error {
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
 	}
+	if err := overMax("throttle_bytes_per_sec", p.ThrottleBytesPerSec); err != nil {
+		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
+	}
 	return errors.Join(errs...)
 }
 
+// truncate returns raw JSON (or a number) for a message: cut to 60 bytes, at a character.
 func truncate(b []byte) string {
 	if len(b) > 60 {
-		return string(b[:60]) + "…"
+		cut := 60
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		return string(b[:cut]) + "…"
 	}
 	return string(b)
 }

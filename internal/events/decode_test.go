@@ -87,6 +87,14 @@ func TestDecodeRejections(t *testing.T) {
 		{"duplicate member", subj, structured(`{"topic":"o","topic":"p","preferred_leader":1}`), `data: member "topic" appears twice`, "a1b2"},
 		{"duplicate id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, `"id":"a1b2","id":"a1b2",`, 1), `body: member "id" appears twice`, "a1b2"},
 		{"not UTF-8", subj, structured("{\"topic\":\"o\xff\",\"preferred_leader\":1}"), "body: not UTF-8 (the byte at offset", ""},
+		{"null in a list", subj, structured(`{"topic":"o","partitions":[0,null],"preferred_leader":1}`), "data.partitions[1]: null: a list holds no nulls", "a1b2"},
+		{"list over its cap", subj, structured(`{"topic":"o","partitions":[` + strings.Repeat("0,", MaxListedPartitions) + `0],"preferred_leader":1}`), "data.partitions: 100001 entries, over the limit of 100000", "a1b2"},
+		{"replication factor 0", subj, structured(`{"topic":"o","replication_factor":0}`), "data.replication_factor: 0: must be at least 1", "a1b2"},
+		{"replication factor over Kafka's", subj, structured(`{"topic":"o","replication_factor":40000}`), "data.replication_factor: 40000 is over the limit of 32767 (Kafka's largest replication factor)", "a1b2"},
+		{"replication factor beyond int64", subj, structured(`{"topic":"o","replication_factor":1e40}`), "data.replication_factor: 1e40 is out of range (1 to 32767)", "a1b2"},
+		{"partition beyond int32", subj, structured(`{"topic":"o","partitions":[2147483648],"preferred_leader":1}`), "data.partitions: 2147483648 is out of range (0 to 2147483647)", "a1b2"},
+		{"throttle over 2^53-1", subj, structured(`{"topic":"o","replication_factor":2,"throttle_bytes_per_sec":9007199254740992}`), "data.throttle_bytes_per_sec: 9007199254740992 is over the limit of 9007199254740991 (2^53-1,", "a1b2"},
+		{"a fraction", subj, structured(`{"topic":"o","preferred_leader":1.5}`), "data.preferred_leader: want an integer, got number 1.5", "a1b2"},
 		{"binary data", subj, strings.Replace(structured(`{}`), `"data":`, `"data_base64":"eA==","x":`, 1), "data_base64", "a1b2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

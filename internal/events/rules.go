@@ -7,6 +7,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"time"
@@ -58,6 +59,41 @@ var mediaTypeRE = regexp.MustCompile(mediaTypePattern)
 const durationPattern = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`
 
 var durationRE = regexp.MustCompile(durationPattern)
+
+// Limits of the numbers and lists of an event's data.
+const (
+	// MaxSafeInteger is 2^53−1, the largest integer that JavaScript's numbers (and every
+	// JSON parser that reads numbers as 64-bit floats) hold exactly: the cap of every 64-bit
+	// field, so that what one producer writes, every other reads alike.
+	MaxSafeInteger = 1<<53 - 1
+	// MaxReplicationFactor is Kafka's: a replication factor is a 16-bit integer in its
+	// protocol.
+	MaxReplicationFactor = math.MaxInt16
+	// MaxListedPartitions bounds the list partitions: as many as the worker's scale
+	// benchmark has in its whole cluster, ten times the largest topic its tests change.
+	MaxListedPartitions = 100_000
+	// MaxListedTopics bounds the lists topics and exclude_topics.
+	MaxListedTopics = 10_000
+)
+
+// intRanges are the smallest and largest value of each integer field of the data (of each
+// element, for partitions), by JSON name.
+var intRanges = map[string][2]int64{
+	"broker": {0, math.MaxInt32}, "preferred_leader": {0, math.MaxInt32}, "partition": {0, math.MaxInt32},
+	"partitions": {0, math.MaxInt32}, "max_partitions": {0, MaxSafeInteger},
+	"throttle_bytes_per_sec": {0, MaxSafeInteger}, "replication_factor": {1, MaxReplicationFactor},
+}
+
+// listCaps are the most entries of each list field of the data, by JSON name.
+var listCaps = map[string]int{"partitions": MaxListedPartitions, "topics": MaxListedTopics, "exclude_topics": MaxListedTopics}
+
+// overMax returns an error naming field when v is over its largest value, else nil.
+func overMax(field string, v int64) error {
+	if r := intRanges[field]; v > r[1] {
+		return fmt.Errorf("data.%s: %d is over the limit of %d", field, v, r[1])
+	}
+	return nil
+}
 
 // maxQuoted bounds what an error message quotes of a value from an event, in characters:
 // a message reaches results and log lines.

@@ -853,6 +853,19 @@ func mkEvent(typ, data string, attrs ...string) string {
 	return "{" + strings.Join(out, ",") + "}"
 }
 
+// short is body for a message: at most 300 bytes of it.
+func short[T string | []byte | json.RawMessage](body T) string {
+	if len(body) > 300 {
+		return string(body[:300]) + fmt.Sprintf("… (%d bytes)", len(body))
+	}
+	return string(body)
+}
+
+// repeatJSON is n copies of the JSON value v, separated by commas.
+func repeatJSON(v string, n int) string {
+	return strings.TrimSuffix(strings.Repeat(v+",", n), ",")
+}
+
 const (
 	tBO = TypeBrokerOverloaded
 	tRC = TypeReplicaChangeRequested
@@ -963,6 +976,12 @@ var invalidEvents = []schemaCase{
 	{"bo: topics of numbers", tBO, mkEvent(tBO, `{"broker":1,"topics":[1]}`)},
 	{"bo: exclude_topics an object", tBO, mkEvent(tBO, `{"broker":1,"exclude_topics":{}}`)},
 	{"bo: negative max_partitions", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":-1}`)},
+	{"bo: max_partitions over 2^53-1", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":9007199254740992}`)},
+	{"bo: max_partitions beyond int64", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":1e30}`)},
+	{"bo: a null topic", tBO, mkEvent(tBO, `{"broker":1,"topics":["a",null]}`)},
+	{"bo: a null excluded topic", tBO, mkEvent(tBO, `{"broker":1,"exclude_topics":[null]}`)},
+	{"bo: topics over the cap", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+repeatJSON(`"a"`, MaxListedTopics+1)+`]}`)},
+	{"bo: exclude_topics over the cap", tBO, mkEvent(tBO, `{"broker":1,"exclude_topics":[`+repeatJSON(`"a"`, MaxListedTopics+1)+`]}`)},
 	{"bo: max_partitions a string", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":"5"}`)},
 	{"bo: demote_to_end a string", tBO, mkEvent(tBO, `{"broker":1,"demote_to_end":"yes"}`)},
 	{"bo: dry_run a number", tBO, mkEvent(tBO, `{"broker":1,"dry_run":1}`)},
@@ -984,6 +1003,15 @@ var invalidEvents = []schemaCase{
 	{"rc: replication_factor a string", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":"3"}`)},
 	{"rc: replication_factor a fraction", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2.5}`)},
 	{"rc: empty partitions", tRC, mkEvent(tRC, `{"topic":"o","partitions":[],"preferred_leader":1}`)},
+	{"rc: a null partition", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[null]}`)},
+	{"rc: a null among partitions", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[0,null,2]}`)},
+	{"rc: partitions over the cap", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`0`, MaxListedPartitions+1)+`]}`)},
+	{"rc: replication factor 0", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":0}`)},
+	{"rc: negative replication factor", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":-1}`)},
+	{"rc: replication factor over Kafka's limit", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":32768}`)},
+	{"rc: replication factor beyond int64", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":1e40}`)},
+	{"rc: throttle over 2^53-1", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"throttle_bytes_per_sec":9007199254740992}`)},
+	{"rc: throttle at int64's limit", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":3,"throttle_bytes_per_sec":9223372036854775807}`)},
 	{"rc: negative partition", tRC, mkEvent(tRC, `{"topic":"o","partitions":[1,-1],"preferred_leader":1}`)},
 	{"rc: partitions a number", tRC, mkEvent(tRC, `{"topic":"o","partitions":1,"preferred_leader":1}`)},
 	{"rc: partitions of strings", tRC, mkEvent(tRC, `{"topic":"o","partitions":["1"],"preferred_leader":1}`)},
@@ -1019,6 +1047,7 @@ var invalidEvents = []schemaCase{
 	{"ld: partition a string", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":"2","to_dir":"/b"}`)},
 	{"ld: to_dir a number", tLD, mkEvent(tLD, `{"broker":1,"to_dir":5}`)},
 	{"ld: negative throttle", tLD, mkEvent(tLD, `{"broker":1,"throttle_bytes_per_sec":-5}`)},
+	{"ld: throttle over 2^53-1", tLD, mkEvent(tLD, `{"broker":1,"throttle_bytes_per_sec":9007199254740993}`)},
 	{"ld: timeout not a duration", tLD, mkEvent(tLD, `{"broker":1,"timeout":"an hour"}`)},
 	{"ld: unknown field", tLD, mkEvent(tLD, `{"broker":1,"disk":"/a"}`)},
 	{"ld: partitions (plural)", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partitions":[2],"to_dir":"/b"}`)},
@@ -1046,7 +1075,10 @@ var validEvents = []schemaCase{
 	{"id of every token character", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"AZaz09-_"`)},
 	{"uuid id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"0f8fad5b-d9cb-469f-a165-70867728950e"`)},
 	{"bo: every field", tBO, mkEvent(tBO, `{"cluster":"local","broker":2147483647,"topics":["a","b"],"exclude_topics":["c"],"max_partitions":0,"demote_to_end":true,"dry_run":false,"reason":"r"}`)},
-	{"bo: null optional fields", tBO, mkEvent(tBO, `{"broker":1,"cluster":null,"topics":null,"exclude_topics":[null],"max_partitions":null,"demote_to_end":null,"dry_run":null,"reason":null}`)},
+	{"bo: null optional fields", tBO, mkEvent(tBO, `{"broker":1,"cluster":null,"topics":null,"exclude_topics":null,"max_partitions":null,"demote_to_end":null,"dry_run":null,"reason":null}`)},
+	{"bo: max_partitions at 2^53-1", tBO, mkEvent(tBO, `{"broker":1,"max_partitions":9007199254740991}`)},
+	{"bo: topics and exclude_topics at their caps", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+repeatJSON(`"a"`, MaxListedTopics)+`],"exclude_topics":[`+repeatJSON(`"b"`, MaxListedTopics)+`]}`)},
+	{"bo: empty topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[],"exclude_topics":[]}`)},
 	{"bo: empty cluster", tBO, mkEvent(tBO, `{"broker":1,"cluster":""}`)},
 	{"bo: broker -0", tBO, mkEvent(tBO, `{"broker":-0}`)},
 	{"bo: integers written with a fraction or an exponent", tBO, mkEvent(tBO, `{"broker":1.0,"max_partitions":1e2}`)},
@@ -1056,10 +1088,12 @@ var validEvents = []schemaCase{
 	{"extension integer written with a fraction", tBO, mkEvent(tBO, `{"broker":1}`, `"n1":5.0`)},
 	{"rc: preferred leader", tRC, mkEvent(tRC, `{"topic":"orders","partitions":[0,1],"preferred_leader":0,"strategy":"zk-nudge"}`)},
 	{"rc: replication factor", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":3,"strategy":"zk-reassign","throttle_bytes_per_sec":0,"timeout":"1h30m","dry_run":true,"reason":"r"}`)},
-	{"rc: replication factor 0 (the worker rejects it later)", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":0}`)},
+	{"rc: replication factor 1", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":1}`)},
+	{"rc: replication factor at Kafka's limit", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":32767}`)},
+	{"rc: throttle at 2^53-1", tRC, mkEvent(tRC, `{"topic":"orders","replication_factor":2,"throttle_bytes_per_sec":9007199254740991}`)},
+	{"rc: partitions at the cap", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`99999`, MaxListedPartitions)+`]}`)},
 	{"rc: the other operation null", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":null,"replication_factor":2}`)},
 	{"rc: null partitions, strategy and more", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":null,"strategy":null,"throttle_bytes_per_sec":null,"dry_run":null,"reason":null,"cluster":null}`)},
-	{"rc: a null partition", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[null]}`)},
 	{"rc: empty strategy", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":""}`)},
 	{"rc: auto", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":"auto"}`)},
 	{"rc: api", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":"api"}`)},
@@ -1067,6 +1101,7 @@ var validEvents = []schemaCase{
 	{"rc: timeout 1.h", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"1.h"}`)},
 	{"rc: timeout in micro seconds", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"1µs2μs3us4ns5ms"}`)},
 	{"ld: balance", tLD, mkEvent(tLD, `{"broker":1}`)},
+	{"ld: throttle at 2^53-1", tLD, mkEvent(tLD, `{"broker":1,"throttle_bytes_per_sec":9007199254740991}`)},
 	{"ld: balance between two", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/a","to_dir":"/b/","throttle_bytes_per_sec":1000,"timeout":"10m"}`)},
 	{"ld: explicit", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","dry_run":true,"reason":"r"}`)},
 	{"ld: explicit, empty from_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","from_dir":""}`)},
@@ -1126,7 +1161,7 @@ func TestSchemaBlindRules(t *testing.T) {
 			used[tc.rule] = true
 			for reading, set := range map[string]*schemaSet{"": s, ", its patterns read as Python's re reads them,": py} {
 				if err := set.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
-					t.Errorf("the schema%s rejects it (move it to invalidEvents): %v\n%s", reading, err, tc.body)
+					t.Errorf("the schema%s rejects it (move it to invalidEvents): %v\n%s", reading, err, short(tc.body))
 				}
 			}
 			cluster := tc.cluster
@@ -1135,7 +1170,7 @@ func TestSchemaBlindRules(t *testing.T) {
 			}
 			_, err := Decode(Subject(cluster, tc.typ), nil, []byte(tc.body), schemaDecodeOptions)
 			if err == nil {
-				t.Fatalf("Decode takes %s", tc.body)
+				t.Fatalf("Decode takes %s", short(tc.body))
 			}
 			for _, line := range strings.Split(err.Error(), "\n") {
 				if !strings.Contains(line, rule.says) {
@@ -1159,13 +1194,13 @@ func TestSchemaRejectsWhatDecoderRejects(t *testing.T) {
 	for _, tc := range invalidEvents {
 		t.Run(tc.name, func(t *testing.T) {
 			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
-				t.Errorf("the schema takes %s", tc.body)
+				t.Errorf("the schema takes %s", short(tc.body))
 			}
 			if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
-				t.Errorf("the schema, its patterns read as Python's re reads them, takes %s", tc.body)
+				t.Errorf("the schema, its patterns read as Python's re reads them, takes %s", short(tc.body))
 			}
 			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err == nil {
-				t.Errorf("Decode takes %s", tc.body)
+				t.Errorf("Decode takes %s", short(tc.body))
 			}
 		})
 	}
@@ -1176,13 +1211,13 @@ func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
 	for _, tc := range validEvents {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err != nil {
-				t.Fatalf("Decode rejects %s: %v", tc.body, err)
+				t.Fatalf("Decode rejects %s: %v", short(tc.body), err)
 			}
 			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
-				t.Errorf("the schema rejects %s: %v", tc.body, err)
+				t.Errorf("the schema rejects %s: %v", short(tc.body), err)
 			}
 			if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
-				t.Errorf("the schema, its patterns read as Python's re reads them, rejects %s: %v", tc.body, err)
+				t.Errorf("the schema, its patterns read as Python's re reads them, rejects %s: %v", short(tc.body), err)
 			}
 			// Binary mode: the data alone, against the data schema.
 			var env struct{ Data json.RawMessage }
@@ -1190,10 +1225,10 @@ func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := Decode(Subject("local", tc.typ), binaryHeader(tc.typ), env.Data, schemaDecodeOptions); err != nil {
-				t.Fatalf("Decode rejects the data in binary mode %s: %v", env.Data, err)
+				t.Fatalf("Decode rejects the data in binary mode %s: %v", short(env.Data), err)
 			}
 			if err := s.validate(t, dataSchema(tc.typ), env.Data); err != nil {
-				t.Errorf("the data schema rejects %s: %v", env.Data, err)
+				t.Errorf("the data schema rejects %s: %v", short(env.Data), err)
 			}
 		})
 	}

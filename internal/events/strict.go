@@ -157,34 +157,15 @@ const maxIntegerDigits = 30
 // of at most maxIntegerDigits digits ("1.0", "1e2", "-0", "0.5e1" give 1, 100, 0, 5), and
 // lit itself otherwise (a fraction, or an integer too large for any field).
 func integerLiteral(lit string) string {
-	s, neg := strings.CutPrefix(lit, "-")
-	mantissa, exp := s, 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		mantissa = s[:i]
-		digits := strings.TrimLeft(strings.TrimLeft(s[i+1:], "+-"), "0")
-		if len(digits) > 5 {
-			digits = "99999" // |exponent| beyond any integer of maxIntegerDigits digits
-		}
-		exp, _ = strconv.Atoi("0" + digits)
-		if strings.HasPrefix(s[i+1:], "-") {
-			exp = -exp
-		}
-	}
-	whole, frac, _ := strings.Cut(mantissa, ".")
-	if frac == "" && exp == 0 && !strings.ContainsAny(s, "eE.") {
-		if neg && strings.Trim(whole, "0") == "" {
-			return "0"
+	if !strings.ContainsAny(lit, ".eE") {
+		if strings.Trim(lit, "-0") == "" {
+			return "0" // -0
 		}
 		return lit // already an integer
 	}
-	digits := strings.TrimLeft(whole+frac, "0")
-	exp -= len(frac)
+	digits, exp, neg := decimal(lit)
 	if digits == "" {
 		return "0"
-	}
-	for strings.HasSuffix(digits, "0") {
-		digits = digits[:len(digits)-1]
-		exp++
 	}
 	if exp < 0 || len(digits)+exp > maxIntegerDigits {
 		return lit
@@ -194,4 +175,37 @@ func integerLiteral(lit string) string {
 		out = "-" + out
 	}
 	return out
+}
+
+// integral reports whether the JSON number lit is an integer, of any size.
+func integral(lit string) bool {
+	digits, exp, _ := decimal(lit)
+	return digits == "" || exp >= 0
+}
+
+// decimal returns the JSON number lit as digits × 10^exp: digits without leading or
+// trailing zeros ("" for zero). An exponent beyond five digits reads as ±99999, beyond
+// every integer of maxIntegerDigits digits and every fraction a field could take.
+func decimal(lit string) (digits string, exp int, neg bool) {
+	s, neg := strings.CutPrefix(lit, "-")
+	mantissa := s
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		mantissa = s[:i]
+		e := strings.TrimLeft(strings.TrimLeft(s[i+1:], "+-"), "0")
+		if len(e) > 5 {
+			e = "99999"
+		}
+		exp, _ = strconv.Atoi("0" + e)
+		if strings.HasPrefix(s[i+1:], "-") {
+			exp = -exp
+		}
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	digits = strings.TrimLeft(whole+frac, "0")
+	exp -= len(frac)
+	for strings.HasSuffix(digits, "0") {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	return digits, exp, neg
 }
