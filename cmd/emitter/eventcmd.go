@@ -137,13 +137,13 @@ func (f eventFlags) check(e env, own []error) error {
 	return nil
 }
 
-// checkClusterFlag checks --cluster: given, and a subject token.
+// checkClusterFlag checks --cluster: given, and a cluster name.
 func checkClusterFlag(cluster string) []error {
-	switch {
-	case cluster == "":
+	if cluster == "" {
 		return []error{errors.New("--cluster is required")}
-	case !events.ValidToken(cluster):
-		return []error{fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", cluster)}
+	}
+	if err := events.CheckClusterName(cluster); err != nil {
+		return []error{fmt.Errorf("--cluster %q: %w", cluster, err)}
 	}
 	return nil
 }

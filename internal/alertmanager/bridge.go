@@ -140,7 +140,9 @@ func Decode(body []byte) (*Notification, error) {
 		case a.Status == "firing" && a.StartsAt.IsZero():
 			return nil, fmt.Errorf("alerts[%d].startsAt: missing", i)
 		case a.Status == "firing" && !events.ValidToken(a.Fingerprint):
-			return nil, fmt.Errorf("alerts[%d].fingerprint: %q is not a token", i, a.Fingerprint)
+			return nil, fmt.Errorf("alerts[%d].fingerprint: %.64q is not a token", i, a.Fingerprint)
+		case a.Status == "firing" && !events.ValidID(ID(a)):
+			return nil, fmt.Errorf("alerts[%d].fingerprint: %d characters: the event id made of it would be over the limit of %d", i, len(a.Fingerprint), events.MaxIDLength)
 		}
 	}
 	return &n, nil
@@ -216,6 +218,8 @@ func (b *Bridge) match(a Alert) (config.AlertRule, bool) {
 }
 
 // ID is the event id of a firing alert: the same for every notification of one firing.
+// Alertmanager's fingerprints have 16 characters, so its ids about 40; Decode refuses an
+// alert whose id would be over events.MaxIDLength.
 func ID(a Alert) string {
 	return "am-" + a.Fingerprint + "-" + strconv.FormatInt(a.StartsAt.UnixNano(), 10)
 }
@@ -223,8 +227,8 @@ func ID(a Alert) string {
 // event makes the event of alert a by rule r, and names its cluster.
 func (b *Bridge) event(a Alert, r config.AlertRule) (*events.Envelope, string, error) {
 	cluster := a.Labels[r.ClusterLabel]
-	if !events.ValidToken(cluster) {
-		return nil, "", fmt.Errorf("cluster label %q: %q is not a cluster name", r.ClusterLabel, cluster)
+	if err := events.CheckClusterName(cluster); err != nil {
+		return nil, "", fmt.Errorf("cluster label %q: %.64q is not a cluster name: %w", r.ClusterLabel, cluster, err)
 	}
 	data := map[string]any{}
 	for field, label := range r.Fields {

@@ -206,6 +206,10 @@ func TestBadPayloads(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(out, `cluster label \"cluster\"`) {
 		t.Errorf("no cluster label: %d %s", code, out)
 	}
+	code, out = r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": strings.Repeat("c", 65), "broker_id": "3"}, "a1b2c3d4e5f60718"))
+	if code != http.StatusOK || !strings.Contains(out, `65 characters, over the limit of 64`) {
+		t.Errorf("cluster label over the limit: %d %s", code, out)
+	}
 	if n := r.stored(); n != 0 {
 		t.Errorf("%d events stored, want 0", n)
 	}
@@ -218,5 +222,26 @@ func TestBadPayloads(t *testing.T) {
 		strings.NewReader(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60718"))).WithContext(ctx))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("NATS down: %d %s; want 503", rec.Code, rec.Body)
+	}
+}
+
+// A fingerprint makes the event id: one too long for an event id is refused (Alertmanager's
+// own have 16 characters).
+func TestFingerprintMakesAValidID(t *testing.T) {
+	for _, tc := range []struct {
+		fingerprint, want string
+	}{
+		{strings.Repeat("f", 105), ""}, // am-<105>-<19 digits of startsAt>: 128
+		{strings.Repeat("f", 106), "alerts[0].fingerprint: 106 characters: the event id made of it would be over the limit of 128"},
+	} {
+		n, err := alertmanager.Decode([]byte(notification("firing", "X", nil, tc.fingerprint)))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%d characters: %v", len(tc.fingerprint), err)
+		case tc.want == "" && !events.ValidID(alertmanager.ID(n.Alerts[0])):
+			t.Errorf("%d characters: id %q is not valid", len(tc.fingerprint), alertmanager.ID(n.Alerts[0]))
+		case tc.want != "" && (err == nil || err.Error() != tc.want):
+			t.Errorf("%d characters: err = %v, want %q", len(tc.fingerprint), err, tc.want)
+		}
 	}
 }

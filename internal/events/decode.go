@@ -148,6 +148,7 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 		rej.Err = errors.Join(errs...)
 		return nil, rej
 	}
+	// The rejection carries only what is valid: it names the event's result.
 	cluster, typ, err := parseSubject(subject)
 	rej.Cluster, rej.Type = cluster, typ
 	if err != nil {
@@ -158,15 +159,16 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	}
 	var ev Event
 	if h != nil && h.Get("ce-specversion") != "" {
-		if err := fromBinary(&ev.Envelope, h, body); err != nil {
-			rej.ID = ev.ID
-			return fail(err)
-		}
-	} else if err := fromStructured(&ev.Envelope, body); err != nil {
+		err = fromBinary(&ev.Envelope, h, body)
+	} else {
+		err = fromStructured(&ev.Envelope, body)
+	}
+	if ValidID(ev.ID) {
 		rej.ID = ev.ID
+	}
+	if err != nil {
 		return fail(err)
 	}
-	rej.ID = ev.ID
 	ev.Cluster = cluster
 	var errs []error
 	if err := ev.Envelope.Validate(); err != nil {
@@ -175,7 +177,7 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	if ev.Type != "" && ev.Type != typ {
 		errs = append(errs, fmt.Errorf("type: %q does not match the subject's type %q", ev.Type, typ))
 	}
-	if len(opts.Clusters) > 0 && !contains(opts.Clusters, cluster) {
+	if len(opts.Clusters) > 0 && !slices.Contains(opts.Clusters, cluster) {
 		errs = append(errs, fmt.Errorf("subject: unknown cluster %q (this worker knows %s)", cluster, strings.Join(opts.Clusters, ", ")))
 	}
 	if len(errs) > 0 {
@@ -185,32 +187,39 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	if err != nil {
 		return fail(err)
 	}
-	if c := dataCluster(payload); c != "" && c != cluster {
+	switch c := dataCluster(payload); {
+	case c == "":
+	case CheckClusterName(c) != nil:
+		return fail(fmt.Errorf("data.cluster: %s: %w", clip(c), CheckClusterName(c)))
+	case c != cluster:
 		return fail(fmt.Errorf("data.cluster: %q does not match the subject's cluster %q", c, cluster))
 	}
 	ev.Payload = payload
 	return &ev, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
+// parseSubject reads the cluster and the type of an event subject. Each is returned only
+// when valid (a cluster name, a known type), for the rejection to name the event by.
 func parseSubject(subject string) (cluster, typ string, err error) {
+	if len(subject) > MaxSubjectLength {
+		return "", "", fmt.Errorf("subject: %d bytes, over the limit of %d", len(subject), MaxSubjectLength)
+	}
 	parts := strings.Split(subject, ".")
 	if len(parts) != 4 || parts[0]+"."+parts[1] != EventsSubjectPrefix {
-		return "", "", fmt.Errorf("subject: %q is not %s.<cluster>.<type>", subject, EventsSubjectPrefix)
+		return "", "", fmt.Errorf("subject: %s is not %s.<cluster>.<type>", clip(subject), EventsSubjectPrefix)
 	}
-	cluster, typ = parts[2], parts[3]
-	if !KnownType(typ) {
-		return cluster, typ, fmt.Errorf("subject: unknown event type %q", typ)
+	var errs []error
+	if err := CheckClusterName(parts[2]); err != nil {
+		errs = append(errs, fmt.Errorf("subject: cluster %s: %w", clip(parts[2]), err))
+	} else {
+		cluster = parts[2]
 	}
-	return cluster, typ, nil
+	if KnownType(parts[3]) {
+		typ = parts[3]
+	} else {
+		errs = append(errs, fmt.Errorf("subject: unknown event type %s", clip(parts[3])))
+	}
+	return cluster, typ, errors.Join(errs...)
 }
 
 func fromStructured(env *Envelope, body []byte) error {

@@ -76,13 +76,17 @@ func TestDecodeRejections(t *testing.T) {
 		{"subject/type mismatch", "kafkamender.events.local.broker-overloaded", structured(`{"broker":1}`), `type: "replica-change-requested" does not match the subject's type "broker-overloaded"`, "a1b2"},
 		{"unknown type in subject", "kafkamender.events.local.reboot", structured(`{}`), `subject: unknown event type "reboot"`, ""},
 		{"short subject", "kafkamender.events.local", structured(`{}`), "is not kafkamender.events.<cluster>.<type>", ""},
+		{"subject over its limit", "kafkamender.events." + strings.Repeat("c", 300) + ".broker-overloaded", structured(`{}`), "subject: 337 bytes, over the limit of 256", ""},
+		{"cluster over its limit", "kafkamender.events." + strings.Repeat("c", 65) + ".replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), "subject: cluster \"" + strings.Repeat("c", 65) + "\": 65 characters, over the limit of 64", ""},
+		{"cluster not a token", "kafkamender.events.a*b.replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), `subject: cluster "a*b": not a valid subject token`, ""},
+		{"id over its limit", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"`+strings.Repeat("i", 129)+`"`, 1), "id: \"" + strings.Repeat("i", 128) + "\"…: 129 characters, over the limit of 128", ""},
 		{"unknown cluster", "kafkamender.events.prod.replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), `subject: unknown cluster "prod"`, "a1b2"},
 		{"data.cluster mismatch", subj, structured(`{"cluster":"kraft","topic":"o","preferred_leader":1}`), `data.cluster: "kraft" does not match the subject's cluster "local"`, "a1b2"},
 		{"oversized", subj, big, "more than the limit", ""},
 		{"bad expiresat", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"expiresat":"tomorrow","time"`, 1), `expiresat: "tomorrow" is not an RFC 3339 time`, "a1b2"},
 		{"bad specversion", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"1.0"`, `"0.3"`, 1), "specversion", "a1b2"},
 		{"missing id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, "", 1), "id: required", ""},
-		{"id not a subject token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a.b"`, 1), "id: \"a.b\" is not a valid subject token", "a.b"},
+		{"id not a subject token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a.b"`, 1), "id: \"a.b\": not a valid subject token", ""},
 		{"data not an object", subj, structured(`[1]`), "data: want a JSON object", "a1b2"},
 		{"duplicate member", subj, structured(`{"topic":"o","topic":"p","preferred_leader":1}`), `data: member "topic" appears twice`, "a1b2"},
 		{"duplicate id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, `"id":"a1b2","id":"a1b2",`, 1), `body: member "id" appears twice`, "a1b2"},
@@ -151,5 +155,32 @@ func TestDecodeLogDirMove(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A rejection names the event only by what is valid of it: its result is published under
+// them (results.<id>, the result's cluster and type).
+func TestRejectionNamesOnlyValidParts(t *testing.T) {
+	for _, tc := range []struct {
+		name, subject, body string
+		id, typ, cluster    string
+	}{
+		{"cluster over its limit", "kafkamender.events." + strings.Repeat("c", 65) + ".replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), "", TypeReplicaChangeRequested, ""},
+		{"unknown type", "kafkamender.events.local.reboot", structured(`{}`), "", "", "local"},
+		{"id over its limit", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"`+strings.Repeat("i", 129)+`"`, 1), "", TypeReplicaChangeRequested, "local"},
+		{"id not a token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a b"`, 1), "", TypeReplicaChangeRequested, "local"},
+		{"bad data, valid id", subj, structured(`{"topic":"o"}`), "a1b2", TypeReplicaChangeRequested, "local"},
+	} {
+		_, err := Decode(tc.subject, nil, []byte(tc.body), DecodeOptions{})
+		var rej *Rejection
+		if !errors.As(err, &rej) {
+			t.Fatalf("%s: err = %v, want a *Rejection", tc.name, err)
+		}
+		if rej.ID != tc.id || rej.Type != tc.typ || rej.Cluster != tc.cluster {
+			t.Errorf("%s: rejection of id %q, type %q, cluster %q; want %q, %q, %q", tc.name, rej.ID, rej.Type, rej.Cluster, tc.id, tc.typ, tc.cluster)
+		}
+	}
+	if got := DeadSubject(strings.Repeat("c", 65)); got != DeadSubjectPrefix+"."+DeadUnknownCluster {
+		t.Errorf("DeadSubject of a name over the limit = %s", got)
 	}
 }

@@ -84,12 +84,11 @@ func (e *Envelope) Validate() error {
 	if e.SpecVersion != SpecVersion {
 		errs = append(errs, fmt.Errorf("specversion: want %q, got %q", SpecVersion, e.SpecVersion))
 	}
-	switch {
-	case e.ID == "":
+	if e.ID == "" {
 		errs = append(errs, errors.New("id: required"))
-	case !ValidToken(e.ID):
+	} else if err := CheckID(e.ID); err != nil {
 		// The id is the last token of the result subject.
-		errs = append(errs, fmt.Errorf("id: %q is not a valid subject token (want letters, digits, '-' or '_')", e.ID))
+		errs = append(errs, fmt.Errorf("id: %s: %w", clip(e.ID), err))
 	}
 	if e.Source == "" {
 		errs = append(errs, errors.New("source: required"))

@@ -13,6 +13,47 @@ import (
 	"time"
 )
 
+// Limits of the names of the contract: each reaches NATS subjects and headers, results and
+// log lines.
+const (
+	// MaxSubjectLength bounds an event subject, checked before anything is read from it: a
+	// valid one is at most 19+1+MaxClusterNameLength+1+24 bytes.
+	MaxSubjectLength = 256
+	// MaxIDLength bounds an event id: the last token of its result and progress subjects,
+	// its JetStream message id, a field of log lines. A UUID has 36 characters, the
+	// Alertmanager bridge's ids at most 128 (see package alertmanager).
+	MaxIDLength = 128
+	// MaxClusterNameLength bounds a cluster name: a token of event and dead-letter subjects,
+	// a key of the workers' buckets, a label of their metrics, part of environment
+	// variable names.
+	MaxClusterNameLength = 64
+)
+
+// CheckClusterName returns nil, or why name cannot name a cluster (the configuration's,
+// an event subject's, the Alertmanager bridge's): a cluster name is a subject token (see
+// [ValidToken]) of at most MaxClusterNameLength characters.
+func CheckClusterName(name string) error { return checkToken(name, MaxClusterNameLength) }
+
+// ValidClusterName reports whether CheckClusterName takes name.
+func ValidClusterName(name string) bool { return CheckClusterName(name) == nil }
+
+// CheckID returns nil, or why id cannot be an event id: a subject token (see [ValidToken])
+// of at most MaxIDLength characters.
+func CheckID(id string) error { return checkToken(id, MaxIDLength) }
+
+// ValidID reports whether CheckID takes id.
+func ValidID(id string) bool { return CheckID(id) == nil }
+
+func checkToken(s string, limit int) error {
+	switch {
+	case len(s) > limit:
+		return fmt.Errorf("%d characters, over the limit of %d", len(s), limit)
+	case !ValidToken(s):
+		return errors.New("not a valid subject token (want letters, digits, '-' or '_')")
+	}
+	return nil
+}
+
 // timePattern is an RFC 3339 date-time (section 5.6) as the contract takes it, the
 // pattern of the schemas' timestamps: four-digit year, two-digit month, day, hour, minute
 // and second, each within its range (the day within its month, February 29 only in a leap

@@ -893,6 +893,7 @@ var invalidEvents = []schemaCase{
 	{"id with a wildcard", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a*"`)},
 	{"id not ASCII", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"ü"`)},
 	{"id a number", tBO, mkEvent(tBO, `{"broker":1}`, `"id":12`)},
+	{"id over 128 characters", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"`+strings.Repeat("i", MaxIDLength+1)+`"`)},
 	{"id with a trailing newline", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"a1b2\n"`)},
 	{"no source", tBO, mkEvent(tBO, `{"broker":1}`, "-source")},
 	{"empty source", tBO, mkEvent(tBO, `{"broker":1}`, `"source":""`)},
@@ -987,6 +988,9 @@ var invalidEvents = []schemaCase{
 	{"bo: dry_run a number", tBO, mkEvent(tBO, `{"broker":1,"dry_run":1}`)},
 	{"bo: reason a number", tBO, mkEvent(tBO, `{"broker":1,"reason":5}`)},
 	{"bo: cluster a number", tBO, mkEvent(tBO, `{"broker":1,"cluster":5}`)},
+	{"bo: cluster not a token", tBO, mkEvent(tBO, `{"broker":1,"cluster":"lo cal"}`)},
+	{"rc: cluster over 64 characters", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"cluster":"`+strings.Repeat("c", MaxClusterNameLength+1)+`"}`)},
+	{"ld: cluster with a newline", tLD, mkEvent(tLD, `{"broker":1,"cluster":"local\n"}`)},
 	{"bo: timeout", tBO, mkEvent(tBO, `{"broker":1,"timeout":"1h"}`)},
 
 	// replica-change-requested data.
@@ -1073,6 +1077,7 @@ var validEvents = []schemaCase{
 	{"time on December 31", tBO, mkEvent(tBO, `{"broker":1}`, `"time":"9999-12-31T23:59:59Z"`)},
 	{"time far in the past", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":"2000-01-01T00:00:00Z"`)},
 	{"id of every token character", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"AZaz09-_"`)},
+	{"id of 128 characters", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"`+strings.Repeat("i", MaxIDLength)+`"`)},
 	{"uuid id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":"0f8fad5b-d9cb-469f-a165-70867728950e"`)},
 	{"bo: every field", tBO, mkEvent(tBO, `{"cluster":"local","broker":2147483647,"topics":["a","b"],"exclude_topics":["c"],"max_partitions":0,"demote_to_end":true,"dry_run":false,"reason":"r"}`)},
 	{"bo: null optional fields", tBO, mkEvent(tBO, `{"broker":1,"cluster":null,"topics":null,"exclude_topics":null,"max_partitions":null,"demote_to_end":null,"dry_run":null,"reason":null}`)},
@@ -1129,6 +1134,7 @@ var schemaBlindEvents = []struct {
 }{
 	{schemaCase{"unknown cluster", tBO, mkEvent(tBO, `{"broker":1}`)}, "subject's cluster", "prod"},
 	{schemaCase{"data.cluster not the subject's", tBO, mkEvent(tBO, `{"broker":1,"cluster":"kraft"}`)}, "subject's cluster", ""},
+	{schemaCase{"data.cluster of 64 characters, not the subject's", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"cluster":"`+strings.Repeat("c", MaxClusterNameLength)+`"}`)}, "subject's cluster", ""},
 	{schemaCase{"bo: a topic also excluded", tBO, mkEvent(tBO, `{"broker":1,"topics":["a","b"],"exclude_topics":["b"]}`)}, "topics and excluded", ""},
 	{schemaCase{"ld: from_dir is to_dir", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/a","to_dir":"/a"}`)}, "same directory", ""},
 	{schemaCase{"rc: timeout beyond 292 years", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"2562048h"}`)}, "Go duration", ""},
