@@ -226,7 +226,7 @@ func fromStructured(env *Envelope, body []byte) error {
 	if err := CheckObject(body); err != nil {
 		return fmt.Errorf("body: %w", err)
 	}
-	body, strictErr := strictJSON(body, "")
+	body, strictErr := strictJSON(body, "") // valid JSON, by CheckObject
 	if body == nil {
 		return strictErr
 	}
@@ -426,18 +426,16 @@ func checkLists(typ string, members map[string]json.RawMessage) error {
 		if kind, _ := DataField(typ, name); !strings.HasPrefix(string(kind), "[]") {
 			continue
 		}
-		var list []json.RawMessage
-		if json.Unmarshal(members[name], &list) != nil {
+		n, nulls, ok := listEntries(members[name])
+		if !ok {
 			continue // null, or not a list: the decoding that follows says so
 		}
-		if limit := listCaps[name]; len(list) > limit {
-			errs = append(errs, fmt.Errorf("data.%s: %d entries, over the limit of %d", name, len(list), limit))
+		if limit := listCaps[name]; n > limit {
+			errs = append(errs, fmt.Errorf("data.%s: %d entries, over the limit of %d", name, n, limit))
 			continue
 		}
-		for i, e := range list {
-			if string(e) == "null" {
-				errs = append(errs, fmt.Errorf("data.%s[%d]: null: a list holds no nulls", name, i))
-			}
+		for _, i := range nulls {
+			errs = append(errs, fmt.Errorf("data.%s[%d]: null: a list holds no nulls", name, i))
 		}
 	}
 	return errors.Join(errs...)

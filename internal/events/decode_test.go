@@ -184,3 +184,13 @@ func TestRejectionNamesOnlyValidParts(t *testing.T) {
 		t.Errorf("DeadSubject of a name over the limit = %s", got)
 	}
 }
+
+// The largest event the limits allow: 100,000 partitions, about 600 KB.
+func BenchmarkDecodeLargestEvent(b *testing.B) {
+	body := []byte(mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`99999`, MaxListedPartitions)+`]}`))
+	for b.Loop() {
+		if _, err := Decode(Subject("local", tRC), nil, body, schemaDecodeOptions); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

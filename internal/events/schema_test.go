@@ -1202,8 +1202,10 @@ func TestSchemaRejectsWhatDecoderRejects(t *testing.T) {
 			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
 				t.Errorf("the schema takes %s", short(tc.body))
 			}
-			if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
-				t.Errorf("the schema, its patterns read as Python's re reads them, takes %s", short(tc.body))
+			if len(tc.body) < 1<<16 { // patterns concern short strings only: spare the largest lists a third validation
+				if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err == nil {
+					t.Errorf("the schema, its patterns read as Python's re reads them, takes %s", short(tc.body))
+				}
 			}
 			if _, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), schemaDecodeOptions); err == nil {
 				t.Errorf("Decode takes %s", short(tc.body))
@@ -1222,8 +1224,10 @@ func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
 			if err := s.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
 				t.Errorf("the schema rejects %s: %v", short(tc.body), err)
 			}
-			if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
-				t.Errorf("the schema, its patterns read as Python's re reads them, rejects %s: %v", short(tc.body), err)
+			if len(tc.body) < 1<<16 { // as above
+				if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
+					t.Errorf("the schema, its patterns read as Python's re reads them, rejects %s: %v", short(tc.body), err)
+				}
 			}
 			// Binary mode: the data alone, against the data schema.
 			var env struct{ Data json.RawMessage }

@@ -19,26 +19,28 @@ import (
 // integer fields encoding/json decodes next take them too.
 //
 // path names raw in messages: "" for an event's body, "data" for binary mode's. The
-// returned JSON is nil when raw cannot be read at all; with it, the error lists only
-// repeated members (the event's id can still be read, for its result).
-func strictJSON(raw []byte, path string) ([]byte, error) {
-	where := path
-	if where == "" {
-		where = "body"
-	}
+// returned JSON is nil when raw is not UTF-8; with it, the error lists only repeated
+// members (the event's id can still be read, for its result).
+func strictJSON(raw []byte, path string) (out []byte, err error) {
 	if !utf8.Valid(raw) {
-		return nil, fmt.Errorf("%s: not UTF-8 (the byte at offset %d is not part of a UTF-8 character)", where, invalidUTF8(raw))
+		return nil, fmt.Errorf("%s: not UTF-8 (the byte at offset %d is not part of a UTF-8 character)", where(path), invalidUTF8(raw))
 	}
-	w := &jsonWalker{dec: json.NewDecoder(bytes.NewReader(raw))}
-	w.dec.UseNumber()
-	tok, err := w.dec.Token()
-	if err == nil {
-		err = w.token(tok, path)
+	defer func() {
+		if recover() != nil { // raw is valid JSON: only a mistake of the walker gets here
+			out, err = nil, fmt.Errorf("%s: not valid JSON", where(path))
+		}
+	}()
+	w := &jsonWalker{in: raw, out: make([]byte, 0, len(raw))}
+	w.value(path)
+	return w.out, errors.Join(w.errs...)
+}
+
+// where names path in messages: "body" for the event's whole body.
+func where(path string) string {
+	if path == "" {
+		return "body"
 	}
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", where, err)
-	}
-	return w.out.Bytes(), errors.Join(w.errs...)
+	return path
 }
 
 // invalidUTF8 returns the offset of the first byte of b that is not part of a UTF-8
@@ -54,99 +56,152 @@ func invalidUTF8(b []byte) int {
 	return len(b)
 }
 
+// jsonWalker copies valid JSON from in to out, value by value (see strictJSON).
 type jsonWalker struct {
-	dec  *json.Decoder
-	out  bytes.Buffer
+	in   []byte
+	at   int
+	out  []byte
 	errs []error
 }
 
-// token writes the value that starts with tok, at path (see strictJSON).
-func (w *jsonWalker) token(tok json.Token, path string) error {
-	switch v := tok.(type) {
-	case json.Delim:
-		if v == '{' {
-			return w.object(path)
+func (w *jsonWalker) space() {
+	for w.at < len(w.in) {
+		switch w.in[w.at] {
+		case ' ', '\t', '\n', '\r':
+			w.at++
+		default:
+			return
 		}
-		return w.array(path)
-	case json.Number:
-		w.out.WriteString(integerLiteral(string(v)))
-	case string:
-		w.str(v)
-	case bool:
-		w.out.WriteString(strconv.FormatBool(v))
-	case nil:
-		w.out.WriteString("null")
 	}
-	return nil
 }
 
-func (w *jsonWalker) object(path string) error {
-	where := path
-	if where == "" {
-		where = "body"
+// value copies the value at w.at, at path (see strictJSON).
+func (w *jsonWalker) value(path string) {
+	w.space()
+	switch c := w.in[w.at]; {
+	case c == '{':
+		w.object(path)
+	case c == '[':
+		w.array(path)
+	case c == '"':
+		w.out = append(w.out, w.str()...)
+	case c == 't', c == 'n':
+		w.out = append(w.out, w.in[w.at:w.at+4]...)
+		w.at += 4
+	case c == 'f':
+		w.out = append(w.out, "false"...)
+		w.at += 5
+	default:
+		start := w.at
+		for w.at < len(w.in) && strings.IndexByte("+-0123456789.eE", w.in[w.at]) >= 0 {
+			w.at++
+		}
+		if lit := w.in[start:w.at]; bytes.ContainsAny(lit, ".eE") || bytes.Equal(lit, []byte("-0")) {
+			w.out = append(w.out, integerLiteral(string(lit))...)
+		} else {
+			w.out = append(w.out, lit...)
+		}
 	}
-	w.out.WriteByte('{')
-	seen := map[string]int{}
-	for i := 0; w.dec.More(); i++ {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return err
+	w.space()
+}
+
+// str returns the string at w.at, as written, and moves past it.
+func (w *jsonWalker) str() []byte {
+	start := w.at
+	for w.at++; w.in[w.at] != '"'; w.at++ {
+		if w.in[w.at] == '\\' {
+			w.at++
 		}
-		name, _ := tok.(string)
+	}
+	w.at++
+	return w.in[start:w.at]
+}
+
+func (w *jsonWalker) object(path string) {
+	w.out = append(w.out, '{')
+	w.at++
+	var seen map[string]int
+	for first := true; ; first = false {
+		w.space()
+		if w.in[w.at] == '}' {
+			break
+		}
+		if !first {
+			w.at++ // ,
+			w.space()
+			w.out = append(w.out, ',')
+		}
+		raw := w.str()
+		name := string(raw[1 : len(raw)-1])
+		if bytes.IndexByte(raw, '\\') >= 0 {
+			_ = json.Unmarshal(raw, &name) // valid JSON: a string
+		}
+		if seen == nil {
+			seen = map[string]int{}
+		}
 		if seen[name]++; seen[name] == 2 {
-			w.errs = append(w.errs, fmt.Errorf("%s: member %s appears twice (a member name must be unique in its object)", where, clip(name)))
+			w.errs = append(w.errs, fmt.Errorf("%s: member %s appears twice (a member name must be unique in its object)", where(path), clip(name)))
 		}
-		if i > 0 {
-			w.out.WriteByte(',')
-		}
-		w.str(name)
-		w.out.WriteByte(':')
-		if tok, err = w.dec.Token(); err != nil {
-			return err
-		}
+		w.out = append(w.out, raw...)
+		w.space()
+		w.at++ // :
+		w.out = append(w.out, ':')
 		member := name
 		if path != "" {
 			member = path + "." + name
 		}
-		if err := w.token(tok, member); err != nil {
-			return err
-		}
+		w.value(member)
 	}
-	if _, err := w.dec.Token(); err != nil { // }
-		return err
-	}
-	w.out.WriteByte('}')
-	return nil
+	w.at++
+	w.out = append(w.out, '}')
 }
 
-func (w *jsonWalker) array(path string) error {
-	w.out.WriteByte('[')
-	for i := 0; w.dec.More(); i++ {
-		tok, err := w.dec.Token()
-		if err != nil {
-			return err
+func (w *jsonWalker) array(path string) {
+	w.out = append(w.out, '[')
+	w.at++
+	for i := 0; ; i++ {
+		w.space()
+		if w.in[w.at] == ']' {
+			break
 		}
 		if i > 0 {
-			w.out.WriteByte(',')
+			w.at++ // ,
+			w.out = append(w.out, ',')
 		}
 		elem := ""
-		if _, nested := tok.(json.Delim); nested { // only a nested object can name its path
+		if w.space(); w.in[w.at] == '{' || w.in[w.at] == '[' { // only a nested object names its path
 			elem = fmt.Sprintf("%s[%d]", path, i)
 		}
-		if err := w.token(tok, elem); err != nil {
-			return err
-		}
+		w.value(elem)
 	}
-	if _, err := w.dec.Token(); err != nil { // ]
-		return err
-	}
-	w.out.WriteByte(']')
-	return nil
+	w.at++
+	w.out = append(w.out, ']')
 }
 
-func (w *jsonWalker) str(s string) {
-	b, _ := json.Marshal(s) // a string always encodes
-	w.out.Write(b)
+// listEntries returns how many entries the JSON array raw has and which of them are null;
+// ok is false when raw is not an array.
+func listEntries(raw []byte) (n int, nulls []int, ok bool) {
+	w := &jsonWalker{in: raw}
+	w.space()
+	if w.at == len(raw) || raw[w.at] != '[' {
+		return 0, nil, false
+	}
+	w.at++
+	for ; ; n++ {
+		w.space()
+		if raw[w.at] == ']' {
+			return n, nulls, true
+		}
+		if n > 0 {
+			w.at++ // ,
+			w.space()
+		}
+		if raw[w.at] == 'n' {
+			nulls = append(nulls, n)
+		}
+		w.value("")
+		w.out = w.out[:0]
+	}
 }
 
 // maxIntegerDigits bounds the integers integerLiteral writes out: far beyond every limit of
