@@ -248,7 +248,7 @@ func (b *Bridge) event(a Alert, r config.AlertRule) (*events.Envelope, string, e
 		if reason == "" {
 			reason = a.Labels["alertname"]
 		}
-		data["reason"] = "alertmanager: " + reason
+		data["reason"] = events.Reason("alertmanager: " + reason) // one line, within the limit
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -243,5 +245,35 @@ func TestFingerprintMakesAValidID(t *testing.T) {
 		case tc.want != "" && (err == nil || err.Error() != tc.want):
 			t.Errorf("%d characters: err = %v, want %q", len(tc.fingerprint), err, tc.want)
 		}
+	}
+}
+
+// An alert's summary becomes the event's reason as one line within the limit of a reason:
+// the worker would reject a reason with a newline, or over 1024 characters.
+func TestSummaryBecomesAValidReason(t *testing.T) {
+	r := newRig(t, 0)
+	summary := "cpu 97% on broker 3\nsee the runbook:\t" + strings.Repeat("x", 2000)
+	body := strings.Replace(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}, "a1b2c3d4e5f60719"),
+		`"cpu 97% on broker 3"`, strconv.Quote(summary), 1)
+	code, out := r.post(body)
+	var resp alertmanager.Response
+	if err := json.Unmarshal([]byte(out), &resp); code != http.StatusOK || err != nil || len(resp.Published) != 1 {
+		t.Fatalf("%d %s", code, out)
+	}
+	s, err := r.js.Stream(t.Context(), events.EventsStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(t.Context(), resp.Published[0].Subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
+	if err != nil {
+		t.Fatalf("the worker would reject the event: %v", err)
+	}
+	reason := ev.Payload.(*events.BrokerOverloaded).Reason
+	if want := "alertmanager: cpu 97% on broker 3 see the runbook: xxx"; !strings.HasPrefix(reason, want) || utf8.RuneCountInString(reason) != events.MaxTextLength {
+		t.Errorf("reason %.80q… of %d characters, want %q… of %d", reason, utf8.RuneCountInString(reason), want, events.MaxTextLength)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -292,10 +293,41 @@ func setAttr(env *Envelope, name string, raw json.RawMessage) error {
 		return errors.New("data_base64: binary data is not accepted; send data as a JSON object")
 	case "subject", "dataschema":
 		var s string
-		return str(&s)
+		if err := str(&s); err != nil {
+			return err
+		}
+		if err := checkText(s, MaxTextLength); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
 	}
 	if !validExtensionName(name) {
-		return fmt.Errorf("%q: not a valid CloudEvents attribute name (lower-case letters and digits, at most 20)", name)
+		return fmt.Errorf("%s: not a valid CloudEvents attribute name (lower-case letters and digits, at most 20)", clip(name))
+	}
+	return checkExtension(name, raw)
+}
+
+// checkExtension checks the value of an extension attribute: one of the CloudEvents types
+// as its JSON format writes them (a string, which also holds a URI, a timestamp or base64
+// binary; an integer of 32 bits; a boolean), or null (absent).
+func checkExtension(name string, raw json.RawMessage) error {
+	switch raw[0] {
+	case 'n', 't', 'f':
+		return nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := checkText(s, MaxTextLength); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	case '{', '[':
+		return fmt.Errorf("%s: an object or a list is no CloudEvents attribute value (want a string, an integer or a boolean)", name)
+	}
+	if _, err := strconv.ParseInt(string(raw), 10, 32); err != nil { // an integer is written as one, by strictJSON
+		return fmt.Errorf("%s: %s is no CloudEvents integer (%d to %d)", name, truncate(raw), math.MinInt32, math.MaxInt32)
 	}
 	return nil
 }
@@ -511,8 +543,16 @@ func dataCluster(p any) string {
 	return ""
 }
 
+// checkReason checks the reason of a request, if it has one.
+func checkReason(reason string) error {
+	if err := checkText(reason, MaxTextLength); err != nil {
+		return fmt.Errorf("data.reason: %w", err)
+	}
+	return nil
+}
+
 func (p *BrokerOverloaded) validate() error {
-	var errs []error
+	errs := []error{checkReason(p.Reason)}
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
 	} else if *p.Broker < 0 {
@@ -538,7 +578,7 @@ func (p *BrokerOverloaded) validate() error {
 }
 
 func (p *ReplicaChange) validate() error {
-	var errs []error
+	errs := []error{checkReason(p.Reason)}
 	if p.Topic == "" {
 		errs = append(errs, errors.New("data.topic: required"))
 	}
@@ -579,7 +619,7 @@ func (p *ReplicaChange) validate() error {
 }
 
 func (p *LogDirMove) validate() error {
-	var errs []error
+	errs := []error{checkReason(p.Reason)}
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
 	} else if *p.Broker < 0 {

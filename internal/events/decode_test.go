@@ -99,6 +99,10 @@ func TestDecodeRejections(t *testing.T) {
 		{"partition beyond int32", subj, structured(`{"topic":"o","partitions":[2147483648],"preferred_leader":1}`), "data.partitions: 2147483648 is out of range (0 to 2147483647)", "a1b2"},
 		{"throttle over 2^53-1", subj, structured(`{"topic":"o","replication_factor":2,"throttle_bytes_per_sec":9007199254740992}`), "data.throttle_bytes_per_sec: 9007199254740992 is over the limit of 9007199254740991 (2^53-1,", "a1b2"},
 		{"a fraction", subj, structured(`{"topic":"o","preferred_leader":1.5}`), "data.preferred_leader: want an integer, got number 1.5", "a1b2"},
+		{"source over its limit", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"alertmanager/prod"`, `"`+strings.Repeat("s", 1025)+`"`, 1), "source: 1025 characters, over the limit of 1024", "a1b2"},
+		{"reason with a newline", subj, structured(`{"topic":"o","preferred_leader":1,"reason":"a\nb"}`), "data.reason: a control character (U+000A) at byte 1", "a1b2"},
+		{"extension an object", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"trace":{"a":1},"time"`, 1), "trace: an object or a list is no CloudEvents attribute value", "a1b2"},
+		{"extension beyond 32 bits", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"n":3e9,"time"`, 1), "n: 3000000000 is no CloudEvents integer (-2147483648 to 2147483647)", "a1b2"},
 		{"binary data", subj, strings.Replace(structured(`{}`), `"data":`, `"data_base64":"eA==","x":`, 1), "data_base64", "a1b2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -92,6 +92,8 @@ func (e *Envelope) Validate() error {
 	}
 	if e.Source == "" {
 		errs = append(errs, errors.New("source: required"))
+	} else if err := checkText(e.Source, MaxTextLength); err != nil {
+		errs = append(errs, fmt.Errorf("source: %w", err))
 	}
 	switch {
 	case e.Type == "":

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Limits of the names of the contract: each reaches NATS subjects and headers, results and
@@ -100,6 +102,47 @@ var mediaTypeRE = regexp.MustCompile(mediaTypePattern)
 const durationPattern = `^\+?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`
 
 var durationRE = regexp.MustCompile(durationPattern)
+
+// MaxTextLength bounds the free text of an event, in characters (Unicode code points, as
+// JSON Schema's maxLength counts them): source, reason, the attributes subject and
+// dataschema, string extension values. At most 4 KiB of UTF-8: a result's head keeps its
+// reason whole.
+const MaxTextLength = 1024
+
+// checkText returns nil, or why s is no text of the contract: text is UTF-8, at most limit
+// characters, none of them a control character (Unicode's Cc, U+0000 to U+001F and U+007F
+// to U+009F: CloudEvents forbids them in its strings, and they would break log lines).
+func checkText(s string, limit int) error {
+	if !utf8.ValidString(s) {
+		return errors.New("not UTF-8")
+	}
+	if n := utf8.RuneCountInString(s); n > limit {
+		return fmt.Errorf("%d characters, over the limit of %d", n, limit)
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("a control character (%U) at byte %d", r, i)
+		}
+	}
+	return nil
+}
+
+// Reason returns s as a valid reason: each control character (a newline, a tab) turned
+// into a space, cut to MaxTextLength characters (its last one "…" when cut). For producers
+// whose text comes from elsewhere (the Alertmanager bridge: an alert's summary).
+func Reason(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+	if utf8.RuneCountInString(s) > MaxTextLength {
+		s = string([]rune(s)[:MaxTextLength-1]) + "…"
+	}
+	return s
+}
 
 // Limits of the numbers and lists of an event's data.
 const (

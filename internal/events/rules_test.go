@@ -2,9 +2,11 @@ package events
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 )
 
 // The patterns of the schemas are the decoder's own.
@@ -106,5 +108,47 @@ func TestStrictJSON(t *testing.T) {
 	}
 	if out, err := strictJSON([]byte("{\"a\":\"\xe2\x82\"}"), ""); out != nil || fmt.Sprint(err) != "body: not UTF-8 (the byte at offset 6 is not part of a UTF-8 character)" {
 		t.Errorf("not UTF-8: %s, %v", out, err)
+	}
+}
+
+// The schemas' controlPattern and the decoder's unicode.IsControl are one rule.
+func TestControlPatternIsUnicodeCc(t *testing.T) {
+	re := regexp.MustCompile(controlPattern)
+	for r := rune(0); r <= 0x3000; r++ {
+		if got := re.MatchString(string(r)); got != unicode.IsControl(r) {
+			t.Errorf("%U: the pattern matches: %v; unicode.IsControl: %v", r, got, unicode.IsControl(r))
+		}
+	}
+}
+
+func TestCheckText(t *testing.T) {
+	for in, want := range map[string]string{
+		"alertmanager/prod":            "",
+		strings.Repeat("\u00e9", 1024): "",
+		strings.Repeat("\u00e9", 1025): "1025 characters, over the limit of 1024",
+		"a\nb":                         "a control character (U+000A) at byte 1",
+		"\u00e9\u0085":                 "a control character (U+0085) at byte 2",
+		"\xff":                         "not UTF-8",
+	} {
+		if err := checkText(in, MaxTextLength); fmt.Sprint(err) != want && !(want == "" && err == nil) {
+			t.Errorf("checkText(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestReason(t *testing.T) {
+	for in, want := range map[string]string{
+		"cpu 97% on broker 3":          "cpu 97% on broker 3",
+		"line 1\nline 2\ttab\u0085":    "line 1 line 2 tab ",
+		strings.Repeat("\u00e9", 1100): strings.Repeat("\u00e9", 1023) + "…",
+		"bad \xff byte":                "bad \ufffd byte",
+	} {
+		got := Reason(in)
+		if got != want {
+			t.Errorf("Reason(%q) = %q, want %q", in, got, want)
+		}
+		if err := checkText(got, MaxTextLength); err != nil {
+			t.Errorf("Reason(%q) = %q: %v", in, got, err)
+		}
 	}
 }
