@@ -189,25 +189,6 @@ func (f *int32Flag) Set(s string) error {
 	return nil
 }
 
-// checkTopicName applies Kafka's rules for topic names, so that a typo that no
-// cluster can have is caught before an event is published.
-func checkTopicName(t string) error {
-	if t == "." || t == ".." {
-		return errors.New(`"." and ".." are not topic names`)
-	}
-	if len(t) > 249 {
-		return fmt.Errorf("longer than Kafka's limit of 249 characters (%d)", len(t))
-	}
-	for _, r := range t {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-		default:
-			return fmt.Errorf("%q is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')", r)
-		}
-	}
-	return nil
-}
-
 // encodeEvent builds the event of type typ with data, as the shared flags
 // say, and checks it with the decoder the workers use, so that what is
 // published is what a worker accepts.

@@ -564,6 +564,16 @@ func (p *BrokerOverloaded) validate() error {
 	if err := overMax("max_partitions", int64(p.MaxPartitions)); err != nil {
 		errs = append(errs, err)
 	}
+	for i, t := range p.Topics {
+		if err := CheckTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("data.topics[%d]: %s: %w", i, clip(t), err))
+		}
+	}
+	for i, t := range p.ExcludeTopics {
+		if err := CheckTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("data.exclude_topics[%d]: %s: %w", i, clip(t), err))
+		}
+	}
 	excluded := make(map[string]bool, len(p.ExcludeTopics))
 	for _, t := range p.ExcludeTopics {
 		excluded[t] = true
@@ -581,6 +591,8 @@ func (p *ReplicaChange) validate() error {
 	errs := []error{checkReason(p.Reason)}
 	if p.Topic == "" {
 		errs = append(errs, errors.New("data.topic: required"))
+	} else if err := CheckTopicName(p.Topic); err != nil {
+		errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))
 	}
 	if p.Partitions != nil && len(p.Partitions) == 0 {
 		errs = append(errs, errors.New("data.partitions: empty list (omit it to mean every partition)"))
@@ -625,6 +637,19 @@ func (p *LogDirMove) validate() error {
 	} else if *p.Broker < 0 {
 		errs = append(errs, fmt.Errorf("data.broker: %d: must not be negative", *p.Broker))
 	}
+	if p.Topic != "" {
+		if err := CheckTopicName(p.Topic); err != nil {
+			errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))
+		}
+	}
+	for _, d := range []struct{ name, dir string }{{"from_dir", p.FromDir}, {"to_dir", p.ToDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if err := checkDir(d.dir); err != nil {
+			errs = append(errs, fmt.Errorf("data.%s: %w", d.name, err))
+		}
+	}
 	single := p.Topic != "" || p.Partition != nil
 	switch {
 	case single && p.FromDir != "":
@@ -636,7 +661,7 @@ func (p *LogDirMove) validate() error {
 	case single && *p.Partition < 0:
 		errs = append(errs, fmt.Errorf("data.partition: %d: must not be negative", *p.Partition))
 	case !single && p.FromDir != "" && p.FromDir == p.ToDir:
-		errs = append(errs, fmt.Errorf("data: from_dir and to_dir are the same directory %q", p.FromDir))
+		errs = append(errs, fmt.Errorf("data: from_dir and to_dir are the same directory %s", clip(p.FromDir)))
 	}
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))

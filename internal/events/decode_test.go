@@ -103,6 +103,8 @@ func TestDecodeRejections(t *testing.T) {
 		{"reason with a newline", subj, structured(`{"topic":"o","preferred_leader":1,"reason":"a\nb"}`), "data.reason: a control character (U+000A) at byte 1", "a1b2"},
 		{"extension an object", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"trace":{"a":1},"time"`, 1), "trace: an object or a list is no CloudEvents attribute value", "a1b2"},
 		{"extension beyond 32 bits", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"n":3e9,"time"`, 1), "n: 3000000000 is no CloudEvents integer (-2147483648 to 2147483647)", "a1b2"},
+		{"topic not Kafka's", subj, structured(`{"topic":"my topic","preferred_leader":1}`), `data.topic: "my topic": ' ' is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')`, "a1b2"},
+		{"topic over Kafka's limit", subj, structured(`{"topic":"` + strings.Repeat("t", 250) + `","preferred_leader":1}`), "data.topic: \"" + strings.Repeat("t", 128) + "\"…: longer than Kafka's limit of 249 characters (250)", "a1b2"},
 		{"binary data", subj, strings.Replace(structured(`{}`), `"data":`, `"data_base64":"eA==","x":`, 1), "data_base64", "a1b2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,6 +144,10 @@ func TestDecodeLogDirMove(t *testing.T) {
 		{"same dirs", `{"broker":1,"from_dir":"/a","to_dir":"/a"}`, `from_dir and to_dir are the same directory "/a"`},
 		{"negative partition", `{"broker":1,"topic":"o","partition":-2,"to_dir":"/b"}`, "data.partition: -2"},
 		{"negative throttle", `{"broker":1,"throttle_bytes_per_sec":-5}`, "must not be negative"},
+		{"relative dir", `{"broker":1,"to_dir":"data"}`, `data.to_dir: "data" is not an absolute path`},
+		{"a .. element", `{"broker":1,"from_dir":"/a/../b"}`, `data.from_dir: "/a/../b" has a ".." element`},
+		{"a control character", `{"broker":1,"from_dir":"/a\tb"}`, `data.from_dir: a control character (U+0009) at byte 2`},
+		{"excluded topic", `{"broker":1,"topic":"o o","partition":1,"to_dir":"/b"}`, `data.topic: "o o": ' ' is not allowed in a Kafka topic name`},
 		{"unknown field", `{"broker":1,"disk":"/a"}`, `data: unknown field "disk"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

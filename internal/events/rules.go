@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -142,6 +143,50 @@ func Reason(s string) string {
 		s = string([]rune(s)[:MaxTextLength-1]) + "…"
 	}
 	return s
+}
+
+// MaxTopicNameLength is Kafka's limit of a topic name.
+const MaxTopicNameLength = 249
+
+// CheckTopicName returns nil, or why name cannot name a Kafka topic, by Kafka's own rule
+// (Topic.validate): 1 to 249 ASCII letters, digits, '.', '_' and '-', but not "." or "..".
+func CheckTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty: a topic name has 1 to 249 characters")
+	case name == "." || name == "..":
+		return errors.New(`"." and ".." are not topic names`)
+	case len(name) > MaxTopicNameLength:
+		return fmt.Errorf("longer than Kafka's limit of %d characters (%d)", MaxTopicNameLength, len(name))
+	}
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
+		default:
+			return fmt.Errorf("%q is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')", r)
+		}
+	}
+	return nil
+}
+
+// MaxDirLength bounds from_dir and to_dir, in characters: Linux's PATH_MAX is 4096 bytes, a
+// log directory's path is a few dozen.
+const MaxDirLength = 1024
+
+// checkDir returns nil, or why dir cannot name a log directory of a broker: an absolute
+// path, as text (see checkText) of at most MaxDirLength characters, with no ".." element
+// (it would name another directory than it reads as).
+func checkDir(dir string) error {
+	if err := checkText(dir, MaxDirLength); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(dir, "/") {
+		return fmt.Errorf("%s is not an absolute path (as the broker's log.dirs names it)", clip(dir))
+	}
+	if slices.Contains(strings.Split(dir, "/"), "..") {
+		return fmt.Errorf("%s has a \"..\" element", clip(dir))
+	}
+	return nil
 }
 
 // Limits of the numbers and lists of an event's data.
