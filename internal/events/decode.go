@@ -176,7 +176,7 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 		errs = append(errs, err)
 	}
 	if ev.Type != "" && ev.Type != typ {
-		errs = append(errs, fmt.Errorf("type: %q does not match the subject's type %q", ev.Type, typ))
+		errs = append(errs, fmt.Errorf("type: %s does not match the subject's type %q", clip(ev.Type), typ))
 	}
 	if len(opts.Clusters) > 0 && !slices.Contains(opts.Clusters, cluster) {
 		errs = append(errs, fmt.Errorf("subject: unknown cluster %q (this worker knows %s)", cluster, strings.Join(opts.Clusters, ", ")))
@@ -619,7 +619,7 @@ func (p *ReplicaChange) validate() error {
 	switch p.Strategy {
 	case "", "auto", "api", "zk-reassign", "zk-nudge":
 	default:
-		errs = append(errs, fmt.Errorf("data.strategy: unknown strategy %q (want auto, api, zk-reassign or zk-nudge)", p.Strategy))
+		errs = append(errs, fmt.Errorf("data.strategy: unknown strategy %s (want auto, api, zk-reassign or zk-nudge)", clip(p.Strategy)))
 	}
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))

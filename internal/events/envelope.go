@@ -82,7 +82,7 @@ type Envelope struct {
 func (e *Envelope) Validate() error {
 	var errs []error
 	if e.SpecVersion != SpecVersion {
-		errs = append(errs, fmt.Errorf("specversion: want %q, got %q", SpecVersion, e.SpecVersion))
+		errs = append(errs, fmt.Errorf("specversion: want %q, got %s", SpecVersion, clip(e.SpecVersion)))
 	}
 	if e.ID == "" {
 		errs = append(errs, errors.New("id: required"))
@@ -99,7 +99,7 @@ func (e *Envelope) Validate() error {
 	case e.Type == "":
 		errs = append(errs, errors.New("type: required"))
 	case !KnownType(e.Type):
-		errs = append(errs, fmt.Errorf("type: unknown event type %q", e.Type))
+		errs = append(errs, fmt.Errorf("type: unknown event type %s", clip(e.Type)))
 	}
 	if e.DataContentType != "" && !mediaTypeRE.MatchString(e.DataContentType) {
 		errs = append(errs, fmt.Errorf("datacontenttype: want %q, got %s (ASCII only; parameters such as charset=utf-8 are allowed)", ContentTypeJSON, clip(e.DataContentType)))
