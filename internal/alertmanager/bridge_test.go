@@ -86,6 +86,25 @@ func (r *rig) post(body string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+// storedEvent returns the last event stored on subject, as the worker's decoder reads it
+// (which must take it as it is), and its message.
+func (r *rig) storedEvent(subject string) (*events.Event, *jetstream.RawStreamMsg) {
+	r.t.Helper()
+	s, err := r.js.Stream(r.t.Context(), events.EventsStream)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(r.t.Context(), subject)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
+	if err != nil {
+		r.t.Fatalf("the worker would reject the event: %v\n%s", err, m.Data)
+	}
+	return ev, m
+}
+
 func (r *rig) stored() uint64 {
 	r.t.Helper()
 	return testenv.StreamMsgs(r.t, r.js, events.EventsStream)
@@ -119,19 +138,7 @@ func TestFiringAlertBecomesOneEvent(t *testing.T) {
 		t.Fatalf("response %s", out)
 	}
 	id := resp.Published[0].ID
-	s, err := r.js.Stream(t.Context(), events.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetLastMsgForSubject(t.Context(), resp.Published[0].Subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The worker's decoder takes it as it is.
-	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
-	if err != nil {
-		t.Fatalf("the worker would reject the event: %v\n%s", err, m.Data)
-	}
+	ev, m := r.storedEvent(resp.Published[0].Subject)
 	p := ev.Payload.(*events.BrokerOverloaded)
 	if ev.ID != id || *p.Broker != 3 || p.Reason != "alertmanager: cpu 97% on broker 3" || ev.Source != "alertmanager" {
 		t.Errorf("event %+v, payload %+v", ev.Envelope, p)
@@ -260,18 +267,7 @@ func TestSummaryBecomesAValidReason(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &resp); code != http.StatusOK || err != nil || len(resp.Published) != 1 {
 		t.Fatalf("%d %s", code, out)
 	}
-	s, err := r.js.Stream(t.Context(), events.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetLastMsgForSubject(t.Context(), resp.Published[0].Subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
-	if err != nil {
-		t.Fatalf("the worker would reject the event: %v", err)
-	}
+	ev, _ := r.storedEvent(resp.Published[0].Subject)
 	reason := ev.Payload.(*events.BrokerOverloaded).Reason
 	if want := "alertmanager: cpu 97% on broker 3 see the runbook: xxx"; !strings.HasPrefix(reason, want) || utf8.RuneCountInString(reason) != events.MaxTextLength {
 		t.Errorf("reason %.80q… of %d characters, want %q… of %d", reason, utf8.RuneCountInString(reason), want, events.MaxTextLength)
