@@ -208,7 +208,7 @@ func BenchmarkDecodeLargestEvent(b *testing.B) {
 // A rejection quotes at most a little of any value: its message goes into results and log
 // lines.
 func TestRejectionMessagesAreBounded(t *testing.T) {
-	huge := strings.Repeat("x", 200_000)
+	huge := strings.Repeat("x", 20_000)
 	str := `"` + huge + `"`
 	for _, tc := range []schemaCase{
 		{"specversion", tBO, mkEvent(tBO, `{"broker":1}`, `"specversion":`+str)},
@@ -221,19 +221,19 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 		{"subject", tBO, mkEvent(tBO, `{"broker":1}`, `"subject":`+str)},
 		{"extension name", tBO, mkEvent(tBO, `{"broker":1}`, str+`:1`)},
 		{"extension value", tBO, mkEvent(tBO, `{"broker":1}`, `"x":`+str)},
-		{"extension number", tBO, mkEvent(tBO, `{"broker":1}`, `"x":1`+strings.Repeat("0", 200_000))},
+		{"extension number", tBO, mkEvent(tBO, `{"broker":1}`, `"x":1`+strings.Repeat("0", 20_000))},
 		{"duplicate member", tBO, mkEvent(tBO, `{"broker":1,`+str+`:1,`+str+`:1}`)},
 		{"unknown field", tBO, mkEvent(tBO, `{"broker":1,`+str+`:1}`)},
 		{"cluster", tBO, mkEvent(tBO, `{"broker":1,"cluster":`+str+`}`)},
 		{"topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+str+`]}`)},
 		{"exclude_topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+str+`],"exclude_topics":[`+str+`]}`)},
 		{"reason", tBO, mkEvent(tBO, `{"broker":1,"reason":`+str+`}`)},
-		{"broker", tBO, mkEvent(tBO, `{"broker":1`+strings.Repeat("0", 200_000)+`}`)},
-		{"broker a fraction", tBO, mkEvent(tBO, `{"broker":1.`+strings.Repeat("5", 200_000)+`}`)},
+		{"broker", tBO, mkEvent(tBO, `{"broker":1`+strings.Repeat("0", 20_000)+`}`)},
+		{"broker a fraction", tBO, mkEvent(tBO, `{"broker":1.`+strings.Repeat("5", 20_000)+`}`)},
 		{"topic", tRC, mkEvent(tRC, `{"topic":`+str+`,"preferred_leader":1}`)},
 		{"strategy", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":`+str+`}`)},
 		{"timeout", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":`+str+`}`)},
-		{"timeout out of range", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"`+strings.Repeat("9", 200_000)+`h"}`)},
+		{"timeout out of range", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"`+strings.Repeat("9", 20_000)+`h"}`)},
 		{"dirs", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/`+huge+`","to_dir":"/`+huge+`"}`)},
 		{"relative dir", tLD, mkEvent(tLD, `{"broker":1,"to_dir":`+str+`}`)},
 	} {

@@ -1199,7 +1199,7 @@ var schemaBlindEvents = []struct {
 	{schemaCase{"ld: from_dir is to_dir", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/a","to_dir":"/a"}`)}, "same directory", ""},
 	{schemaCase{"rc: timeout beyond 292 years", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"2562048h"}`)}, "Go duration", ""},
 	{schemaCase{"ld: timeout under a nanosecond", tLD, mkEvent(tLD, `{"broker":1,"timeout":"0.5ns"}`)}, "Go duration", ""},
-	{schemaCase{"body over 1 MiB", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+strings.Repeat(`"`+strings.Repeat("t", 240)+`",`, 4400)+`"t"]}`)}, "body size", ""},
+	{schemaCase{"body over 1 MiB", tBO, mkEvent(tBO, `{"broker":1}`+strings.Repeat(" ", DefaultMaxBytes))}, "body size", ""},
 	{schemaCase{"bo: duplicate member", tBO, mkEvent(tBO, `{"broker":-1,"broker":1}`)}, "repeated member", ""},
 	{schemaCase{"duplicate attribute", tBO, mkEvent(tBO, `{"broker":1}`, `"source":"a"`, `"source":"b"`)}, "repeated member", ""},
 	{schemaCase{"duplicate extension", tBO, mkEvent(tBO, `{"broker":1}`, `"x":"a"`, `"x":"b"`)}, "repeated member", ""},
@@ -1288,6 +1288,9 @@ func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
 				if err := py.validate(t, eventSchema(tc.typ), []byte(tc.body)); err != nil {
 					t.Errorf("the schema, its patterns read as Python's re reads them, rejects %s: %v", short(tc.body), err)
 				}
+			}
+			if len(tc.body) >= 1<<16 {
+				return // a list at its cap: binary mode reads lists alike
 			}
 			// Binary mode: the data alone, against the data schema.
 			var env struct{ Data json.RawMessage }
