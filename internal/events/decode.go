@@ -146,7 +146,7 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	}
 	rej := &Rejection{}
 	fail := func(errs ...error) (*Event, error) {
-		rej.Err = errors.Join(errs...)
+		rej.Err = joinBounded(errs...)
 		return nil, rej
 	}
 	// The rejection carries only what is valid: it names the event's result.
@@ -188,12 +188,13 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	if err != nil {
 		return fail(err)
 	}
-	switch c := dataCluster(payload); {
-	case c == "":
-	case CheckClusterName(c) != nil:
-		return fail(fmt.Errorf("data.cluster: %s: %w", clip(c), CheckClusterName(c)))
-	case c != cluster:
-		return fail(fmt.Errorf("data.cluster: %q does not match the subject's cluster %q", c, cluster))
+	if c := dataCluster(payload); c != "" {
+		if err := CheckClusterName(c); err != nil {
+			return fail(fmt.Errorf("data.cluster: %s: %w", clip(c), err))
+		}
+		if c != cluster {
+			return fail(fmt.Errorf("data.cluster: %q does not match the subject's cluster %q", c, cluster))
+		}
 	}
 	ev.Payload = payload
 	return &ev, nil

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -242,6 +243,31 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 			t.Errorf("%s: Decode takes it", tc.name)
 		} else if len(err.Error()) > 2048 {
 			t.Errorf("%s: a message of %d bytes: %.300s…", tc.name, len(err.Error()), err)
+		}
+	}
+	// many is n members or entries of format, each with its number.
+	many := func(format string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, format, i)
+		}
+		return b.String()
+	}
+	for _, tc := range []schemaCase{
+		{"many bad topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+many(`"a %d"`, MaxListedTopics)+`]}`)},
+		{"many nulls", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`null`, MaxListedPartitions)+`]}`)},
+		{"many unknown fields", tBO, mkEvent(tBO, `{"broker":1,`+many(`"x%d":1`, 10_000)+`}`)},
+		{"many repeated members", tBO, mkEvent(tBO, `{"broker":1}`, many(`"a%[1]d":1,"a%[1]d":2`, 10_000))},
+		{"many bad extensions", tBO, mkEvent(tBO, `{"broker":1}`, many(`"A%d":1`, 10_000))},
+	} {
+		_, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), DecodeOptions{})
+		if err == nil {
+			t.Errorf("%s: Decode takes it", tc.name)
+		} else if lines := strings.Count(err.Error(), "\n") + 1; lines > maxProblems+1 || !strings.HasSuffix(err.Error(), "more problems)") {
+			t.Errorf("%s: a message of %d lines, ending %q", tc.name, lines, err.Error()[max(0, len(err.Error())-60):])
 		}
 	}
 	if _, err := Decode("kafkamender.events."+huge+".broker-overloaded", nil, []byte(mkEvent(tBO, `{"broker":1}`)), DecodeOptions{}); err == nil || len(err.Error()) > 2048 {

@@ -224,6 +224,31 @@ func overMax(field string, v int64) error {
 	return nil
 }
 
+// maxProblems bounds the problems a rejection lists (an event of 10,000 topics may have as
+// many wrong): its message goes into results and log lines.
+const maxProblems = 20
+
+// joinBounded joins errs as errors.Join does, its joined errors flattened, keeping the
+// first maxProblems and saying how many more there are.
+func joinBounded(errs ...error) error {
+	var flat []error
+	var walk func(errs []error)
+	walk = func(errs []error) {
+		for _, err := range errs {
+			if j, ok := err.(interface{ Unwrap() []error }); ok {
+				walk(j.Unwrap())
+			} else if err != nil {
+				flat = append(flat, err)
+			}
+		}
+	}
+	walk(errs)
+	if len(flat) > maxProblems {
+		flat = append(flat[:maxProblems], fmt.Errorf("(and %d more problems)", len(flat)-maxProblems))
+	}
+	return errors.Join(flat...)
+}
+
 // maxQuoted bounds what an error message quotes of a value from an event, in characters:
 // a message reaches results and log lines.
 const maxQuoted = 128
