@@ -137,13 +137,13 @@ func (f eventFlags) check(e env, own []error) error {
 	return nil
 }
 
-// checkClusterFlag checks --cluster: given, and a subject token.
+// checkClusterFlag checks --cluster: given, and a cluster name.
 func checkClusterFlag(cluster string) []error {
-	switch {
-	case cluster == "":
+	if cluster == "" {
 		return []error{errors.New("--cluster is required")}
-	case !events.ValidToken(cluster):
-		return []error{fmt.Errorf("--cluster %q: not a valid subject token (want letters, digits, '-' or '_')", cluster)}
+	}
+	if err := events.CheckClusterName(cluster); err != nil {
+		return []error{fmt.Errorf("--cluster %q: %w", cluster, err)}
 	}
 	return nil
 }
@@ -186,25 +186,6 @@ func (f *int32Flag) Set(s string) error {
 		return fmt.Errorf("%q is not an integer", s)
 	}
 	*f.v, f.set = int32(n), true
-	return nil
-}
-
-// checkTopicName applies Kafka's rules for topic names, so that a typo that no
-// cluster can have is caught before an event is published.
-func checkTopicName(t string) error {
-	if t == "." || t == ".." {
-		return errors.New(`"." and ".." are not topic names`)
-	}
-	if len(t) > 249 {
-		return fmt.Errorf("longer than Kafka's limit of 249 characters (%d)", len(t))
-	}
-	for _, r := range t {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-':
-		default:
-			return fmt.Errorf("%q is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')", r)
-		}
-	}
 	return nil
 }
 

@@ -108,7 +108,7 @@ func checkTopicList(name string, topics []string) []error {
 		if seen[t] > 1 {
 			continue
 		}
-		if err := checkTopicName(t); err != nil {
+		if err := events.CheckTopicName(t); err != nil {
 			errs = append(errs, fmt.Errorf("%s %q: %w", name, t, err))
 		}
 	}

@@ -98,7 +98,7 @@ func checkTopicFlag(topic string) []error {
 	if topic == "" {
 		return []error{errors.New("--topic is required")}
 	}
-	if err := checkTopicName(topic); err != nil {
+	if err := events.CheckTopicName(topic); err != nil {
 		return []error{fmt.Errorf("--topic %q: %w", topic, err)}
 	}
 	return nil

@@ -87,8 +87,10 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 // checkEventFlags checks the flags that every publishing command shares.
 func checkEventFlags(id string, expiresIn, timeout time.Duration) []error {
 	var errs []error
-	if id != "" && !events.ValidToken(id) {
-		errs = append(errs, fmt.Errorf("--id %q: not a valid subject token (want letters, digits, '-' or '_')", id))
+	if id != "" {
+		if err := events.CheckID(id); err != nil {
+			errs = append(errs, fmt.Errorf("--id %q: %w", id, err))
+		}
 	}
 	if expiresIn < 0 {
 		errs = append(errs, fmt.Errorf("--expires-in %s: must be positive", expiresIn))

@@ -37,8 +37,8 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 	switch {
 	case o.id == "":
 		errs = append(errs, errors.New("--id is required"))
-	case !events.ValidToken(o.id):
-		errs = append(errs, fmt.Errorf("--id %q: not a valid event id (want letters, digits, '-' or '_')", o.id))
+	case !events.ValidID(o.id):
+		errs = append(errs, fmt.Errorf("--id %q: not a valid event id (want at most %d letters, digits, '-' or '_')", o.id, events.MaxIDLength))
 	}
 	errs = append(errs, checkOutputFlag(o.output)...)
 	if o.timeout <= 0 {

@@ -252,7 +252,9 @@ func Decode(body []byte) (*Notification, error) {
 		case a.Status == "firing" && a.StartsAt.IsZero():
 			return nil, fmt.Errorf("alerts[%d].startsAt: missing", i)
 		case a.Status == "firing" && !events.ValidToken(a.Fingerprint):
-			return nil, fmt.Errorf("alerts[%d].fingerprint: %q is not a token", i, a.Fingerprint)
+			return nil, fmt.Errorf("alerts[%d].fingerprint: %.64q is not a token", i, a.Fingerprint)
+		case a.Status == "firing" && !events.ValidID(ID(a)):
+			return nil, fmt.Errorf("alerts[%d].fingerprint: %d characters: the event id made of it would be over the limit of %d", i, len(a.Fingerprint), events.MaxIDLength)
 		case a.Status == "firing" && a.Fingerprint != Fingerprint(a.Labels):
 			// The event id is made of it: an id must belong to the alert whose labels
 			// made it, not to whoever posts first.
@@ -350,6 +352,8 @@ func (b *Bridge) match(a Alert) (config.AlertRule, bool) {
 }
 
 // ID is the event id of a firing alert: the same for every notification of one firing.
+// Alertmanager's fingerprints have 16 characters, so its ids about 40; Decode refuses an
+// alert whose id would be over events.MaxIDLength.
 func ID(a Alert) string {
 	return "am-" + a.Fingerprint + "-" + strconv.FormatInt(a.StartsAt.UnixNano(), 10)
 }
@@ -357,8 +361,8 @@ func ID(a Alert) string {
 // event makes the event of alert a by rule r, and names its cluster.
 func (b *Bridge) event(a Alert, r config.AlertRule) (*events.Envelope, string, error) {
 	cluster := a.Labels[r.ClusterLabel]
-	if !events.ValidToken(cluster) {
-		return nil, "", fmt.Errorf("cluster label %q: %q is not a cluster name", r.ClusterLabel, cluster)
+	if err := events.CheckClusterName(cluster); err != nil {
+		return nil, "", fmt.Errorf("cluster label %q: %.64q is not a cluster name: %w", r.ClusterLabel, cluster, err)
 	}
 	data := map[string]any{}
 	for field, label := range r.Fields {
@@ -378,7 +382,7 @@ func (b *Bridge) event(a Alert, r config.AlertRule) (*events.Envelope, string, e
 		if reason == "" {
 			reason = a.Labels["alertname"]
 		}
-		data["reason"] = "alertmanager: " + reason
+		data["reason"] = events.Reason("alertmanager: " + reason) // one line, within the limit
 	}
 	raw, err := marshal(data)
 	if err != nil {

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -91,6 +93,25 @@ func (r *rig) post(body string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+// storedEvent returns the last event stored on subject, as the worker's decoder reads it
+// (which must take it as it is), and its message.
+func (r *rig) storedEvent(subject string) (*events.Event, *jetstream.RawStreamMsg) {
+	r.t.Helper()
+	s, err := r.js.Stream(r.t.Context(), events.EventsStream)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	m, err := s.GetLastMsgForSubject(r.t.Context(), subject)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
+	if err != nil {
+		r.t.Fatalf("the worker would reject the event: %v\n%s", err, m.Data)
+	}
+	return ev, m
+}
+
 func (r *rig) stored() uint64 {
 	r.t.Helper()
 	return testenv.StreamMsgs(r.t, r.js, events.EventsStream)
@@ -140,19 +161,7 @@ func TestFiringAlertBecomesOneEvent(t *testing.T) {
 		t.Fatalf("response %s", out)
 	}
 	id := resp.Published[0].ID
-	s, err := r.js.Stream(t.Context(), events.EventsStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := s.GetLastMsgForSubject(t.Context(), resp.Published[0].Subject)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The worker's decoder takes it as it is.
-	ev, err := events.Decode(m.Subject, m.Header, m.Data, events.DecodeOptions{Clusters: []string{"local"}})
-	if err != nil {
-		t.Fatalf("the worker would reject the event: %v\n%s", err, m.Data)
-	}
+	ev, m := r.storedEvent(resp.Published[0].Subject)
 	p := ev.Payload.(*events.BrokerOverloaded)
 	if ev.ID != id || *p.Broker != 3 || p.Reason != "alertmanager: cpu 97% on broker 3" || ev.Source != "alertmanager" {
 		t.Errorf("event %+v, payload %+v", ev.Envelope, p)
@@ -229,6 +238,10 @@ func TestBadPayloads(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(out, `cluster label \"cluster\"`) {
 		t.Errorf("no cluster label: %d %s", code, out)
 	}
+	code, out = r.post(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": strings.Repeat("c", 65), "broker_id": "3"}))
+	if code != http.StatusOK || !strings.Contains(out, `65 characters, over the limit of 64`) {
+		t.Errorf("cluster label over the limit: %d %s", code, out)
+	}
 	if n := r.stored(); n != 0 {
 		t.Errorf("%d events stored, want 0", n)
 	}
@@ -241,5 +254,43 @@ func TestBadPayloads(t *testing.T) {
 		strings.NewReader(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}))).WithContext(ctx))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("NATS down: %d %s; want 503", rec.Code, rec.Body)
+	}
+}
+
+// A fingerprint makes the event id: one too long for an event id is refused (Alertmanager's
+// own have 16 characters), before it is compared with its labels'.
+func TestFingerprintMakesAValidID(t *testing.T) {
+	for _, tc := range []struct {
+		fingerprint, want string
+	}{
+		{strings.Repeat("f", 105), "alerts[0].fingerprint: \"" + strings.Repeat("f", 105) + "\" is not the fingerprint of its labels"}, // am-<105>-<19 digits>: 128, long enough
+		{strings.Repeat("f", 106), "alerts[0].fingerprint: 106 characters: the event id made of it would be over the limit of 128"},
+	} {
+		_, err := alertmanager.Decode([]byte(notificationOf("firing", alert("X", nil, tc.fingerprint))))
+		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+			t.Errorf("%d characters: err = %v, want %q", len(tc.fingerprint), err, tc.want)
+		}
+	}
+	if !events.ValidID(alertmanager.ID(alertmanager.Alert{Fingerprint: strings.Repeat("f", 105), StartsAt: time.Date(2026, 12, 1, 10, 0, 0, 123e6, time.UTC)})) {
+		t.Error("an id of 128 characters is not valid")
+	}
+}
+
+// An alert's summary becomes the event's reason as one line within the limit of a reason:
+// the worker would reject a reason with a newline, or over 1024 characters.
+func TestSummaryBecomesAValidReason(t *testing.T) {
+	r := newRig(t, 0)
+	summary := "cpu 97% on broker 3\nsee the runbook:\t" + strings.Repeat("x", 2000)
+	body := strings.Replace(notification("firing", "KafkaBrokerOverloaded", map[string]string{"cluster": "local", "broker_id": "3"}),
+		`"cpu 97% on broker 3"`, strconv.Quote(summary), 1)
+	code, out := r.post(body)
+	var resp alertmanager.Response
+	if err := json.Unmarshal([]byte(out), &resp); code != http.StatusOK || err != nil || len(resp.Published) != 1 {
+		t.Fatalf("%d %s", code, out)
+	}
+	ev, _ := r.storedEvent(resp.Published[0].Subject)
+	reason := ev.Payload.(*events.BrokerOverloaded).Reason
+	if want := "alertmanager: cpu 97% on broker 3 see the runbook: xxx"; !strings.HasPrefix(reason, want) || utf8.RuneCountInString(reason) != events.MaxTextLength {
+		t.Errorf("reason %.80q… of %d characters, want %q… of %d", reason, utf8.RuneCountInString(reason), want, events.MaxTextLength)
 	}
 }

@@ -549,8 +549,8 @@ func (c *Config) problems() problems {
 		p.add("clusters", errors.New("must define at least one cluster"))
 	}
 	for _, name := range c.ClusterNames() {
-		if !events.ValidToken(name) {
-			p.add("clusters", fmt.Errorf("bad cluster name %q: must be usable as a NATS subject token (letters, digits, '-' or '_')", name))
+		if err := events.CheckClusterName(name); err != nil {
+			p.add("clusters", fmt.Errorf("bad cluster name %q: %w (it is a token of the event subjects)", name, err))
 			continue
 		}
 		c.Clusters[name].validate(pathJoin("clusters", name), &p)

@@ -398,9 +398,14 @@ clusters:
     bootstrap_servers: [127.0.0.1:19092]
   "a b":
     bootstrap_servers: [127.0.0.1:19092]
+  ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc:
+    bootstrap_servers: [127.0.0.1:19092]
+  dddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd:
+    bootstrap_servers: [127.0.0.1:19092]
 `,
 			want: []string{
-				`clusters: bad cluster name "a b": must be usable as a NATS subject token (letters, digits, '-' or '_')`,
+				`clusters: bad cluster name "a b": not a valid subject token (want letters, digits, '-' or '_') (it is a token of the event subjects)`,
+				`clusters: bad cluster name "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc": 65 characters, over the limit of 64`,
 				`clusters: bad cluster name "prod.eu"`,
 			},
 		},

@@ -28,7 +28,7 @@ const (
 
 // DeadSubject is where the dead letters of events about cluster are stored.
 func DeadSubject(cluster string) string {
-	if !ValidToken(cluster) {
+	if !ValidClusterName(cluster) {
 		cluster = DeadUnknownCluster
 	}
 	return DeadSubjectPrefix + "." + cluster

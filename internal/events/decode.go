@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // DefaultMaxBytes is the largest event body accepted. Requests are small; a larger body is
@@ -98,11 +101,15 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("want a duration string such as \"15m\"")
 	}
 	v, err := time.ParseDuration(s)
-	if err != nil {
-		return fmt.Errorf("%q is not a duration (e.g. \"90s\", \"15m\")", s)
-	}
-	if v <= 0 {
-		return fmt.Errorf("%q: must be positive", s)
+	switch {
+	case err != nil && strings.Contains(err.Error(), "invalid duration") && durationRE.MatchString(s):
+		return fmt.Errorf("%s is out of the range of a duration (1ns to %s)", clip(s), time.Duration(math.MaxInt64))
+	case err != nil:
+		return fmt.Errorf("%s is not a duration (e.g. \"90s\", \"15m\")", clip(s))
+	case v == 0 && strings.ContainsAny(s, "123456789"):
+		return fmt.Errorf("%s is out of the range of a duration (1ns to %s)", clip(s), time.Duration(math.MaxInt64))
+	case v <= 0:
+		return fmt.Errorf("%s: must be positive", clip(s))
 	}
 	d.Duration = v
 	return nil
@@ -139,9 +146,10 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	}
 	rej := &Rejection{}
 	fail := func(errs ...error) (*Event, error) {
-		rej.Err = errors.Join(errs...)
+		rej.Err = joinBounded(errs...)
 		return nil, rej
 	}
+	// The rejection carries only what is valid: it names the event's result.
 	cluster, typ, err := parseSubject(subject)
 	rej.Cluster, rej.Type = cluster, typ
 	if err != nil {
@@ -152,24 +160,25 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	}
 	var ev Event
 	if h != nil && h.Get("ce-specversion") != "" {
-		if err := fromBinary(&ev.Envelope, h, body); err != nil {
-			rej.ID = ev.ID
-			return fail(err)
-		}
-	} else if err := fromStructured(&ev.Envelope, body); err != nil {
+		err = fromBinary(&ev.Envelope, h, body)
+	} else {
+		err = fromStructured(&ev.Envelope, body)
+	}
+	if ValidID(ev.ID) {
 		rej.ID = ev.ID
+	}
+	if err != nil {
 		return fail(err)
 	}
-	rej.ID = ev.ID
 	ev.Cluster = cluster
 	var errs []error
 	if err := ev.Envelope.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if ev.Type != "" && ev.Type != typ {
-		errs = append(errs, fmt.Errorf("type: %q does not match the subject's type %q", ev.Type, typ))
+		errs = append(errs, fmt.Errorf("type: %s does not match the subject's type %q", clip(ev.Type), typ))
 	}
-	if len(opts.Clusters) > 0 && !contains(opts.Clusters, cluster) {
+	if len(opts.Clusters) > 0 && !slices.Contains(opts.Clusters, cluster) {
 		errs = append(errs, fmt.Errorf("subject: unknown cluster %q (this worker knows %s)", cluster, strings.Join(opts.Clusters, ", ")))
 	}
 	if len(errs) > 0 {
@@ -179,37 +188,49 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 	if err != nil {
 		return fail(err)
 	}
-	if c := dataCluster(payload); c != "" && c != cluster {
-		return fail(fmt.Errorf("data.cluster: %q does not match the subject's cluster %q", c, cluster))
+	if c := dataCluster(payload); c != "" {
+		if err := CheckClusterName(c); err != nil {
+			return fail(fmt.Errorf("data.cluster: %s: %w", clip(c), err))
+		}
+		if c != cluster {
+			return fail(fmt.Errorf("data.cluster: %q does not match the subject's cluster %q", c, cluster))
+		}
 	}
 	ev.Payload = payload
 	return &ev, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
-}
-
+// parseSubject reads the cluster and the type of an event subject. Each is returned only
+// when valid (a cluster name, a known type), for the rejection to name the event by.
 func parseSubject(subject string) (cluster, typ string, err error) {
+	if len(subject) > MaxSubjectLength {
+		return "", "", fmt.Errorf("subject: %d bytes, over the limit of %d", len(subject), MaxSubjectLength)
+	}
 	parts := strings.Split(subject, ".")
 	if len(parts) != 4 || parts[0]+"."+parts[1] != EventsSubjectPrefix {
-		return "", "", fmt.Errorf("subject: %q is not %s.<cluster>.<type>", subject, EventsSubjectPrefix)
+		return "", "", fmt.Errorf("subject: %s is not %s.<cluster>.<type>", clip(subject), EventsSubjectPrefix)
 	}
-	cluster, typ = parts[2], parts[3]
-	if !KnownType(typ) {
-		return cluster, typ, fmt.Errorf("subject: unknown event type %q", typ)
+	var errs []error
+	if err := CheckClusterName(parts[2]); err != nil {
+		errs = append(errs, fmt.Errorf("subject: cluster %s: %w", clip(parts[2]), err))
+	} else {
+		cluster = parts[2]
 	}
-	return cluster, typ, nil
+	if KnownType(parts[3]) {
+		typ = parts[3]
+	} else {
+		errs = append(errs, fmt.Errorf("subject: unknown event type %s", clip(parts[3])))
+	}
+	return cluster, typ, errors.Join(errs...)
 }
 
 func fromStructured(env *Envelope, body []byte) error {
 	if err := CheckObject(body); err != nil {
 		return fmt.Errorf("body: %w", err)
+	}
+	body, strictErr := strictJSON(body, "") // valid JSON, by CheckObject
+	if body == nil {
+		return strictErr
 	}
 	// Envelope attributes: known ones typed, extensions (other attributes) tolerated as
 	// CloudEvents requires, but their names must be valid.
@@ -219,6 +240,9 @@ func fromStructured(env *Envelope, body []byte) error {
 	}
 	if raw, ok := attrs["id"]; ok {
 		_ = json.Unmarshal(raw, &env.ID) // for the rejection, before other checks
+	}
+	if strictErr != nil {
+		return strictErr
 	}
 	var errs []error
 	for name, raw := range attrs {
@@ -241,9 +265,9 @@ func setAttr(env *Envelope, name string, raw json.RawMessage) error {
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return fmt.Errorf("%s: want an RFC 3339 time string, got %s", name, truncate(raw))
 		}
-		t, err := time.Parse(time.RFC3339Nano, s)
+		t, err := parseTime(s)
 		if err != nil {
-			return fmt.Errorf("%s: %q is not an RFC 3339 time", name, s)
+			return fmt.Errorf("%s: %w", name, err)
 		}
 		*dst = t
 		return nil
@@ -270,10 +294,41 @@ func setAttr(env *Envelope, name string, raw json.RawMessage) error {
 		return errors.New("data_base64: binary data is not accepted; send data as a JSON object")
 	case "subject", "dataschema":
 		var s string
-		return str(&s)
+		if err := str(&s); err != nil {
+			return err
+		}
+		if err := checkText(s, MaxTextLength); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
 	}
 	if !validExtensionName(name) {
-		return fmt.Errorf("%q: not a valid CloudEvents attribute name (lower-case letters and digits, at most 20)", name)
+		return fmt.Errorf("%s: not a valid CloudEvents attribute name (lower-case letters and digits, at most 20)", clip(name))
+	}
+	return checkExtension(name, raw)
+}
+
+// checkExtension checks the value of an extension attribute: one of the CloudEvents types
+// as its JSON format writes them (a string, which also holds a URI, a timestamp or base64
+// binary; an integer of 32 bits; a boolean), or null (absent).
+func checkExtension(name string, raw json.RawMessage) error {
+	switch raw[0] {
+	case 'n', 't', 'f':
+		return nil
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		if err := checkText(s, MaxTextLength); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return nil
+	case '{', '[':
+		return fmt.Errorf("%s: an object or a list is no CloudEvents attribute value (want a string, an integer or a boolean)", name)
+	}
+	if _, err := strconv.ParseInt(string(raw), 10, 32); err != nil { // an integer is written as one, by strictJSON
+		return fmt.Errorf("%s: %s is no CloudEvents integer (%d to %d)", name, truncate(raw), math.MinInt32, math.MaxInt32)
 	}
 	return nil
 }
@@ -309,14 +364,21 @@ func fromBinary(env *Envelope, h Header, body []byte) error {
 		if v == "" {
 			continue
 		}
-		t, err := time.Parse(time.RFC3339Nano, v)
+		t, err := parseTime(v)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("ce-%s: %q is not an RFC 3339 time", a.name, v))
+			errs = append(errs, fmt.Errorf("ce-%s: %w", a.name, err))
 			continue
 		}
 		*a.dst = t
 	}
 	env.Data = bytes.TrimSpace(body)
+	if json.Valid(env.Data) { // else Validate says what is wrong with it
+		data, err := strictJSON(env.Data, "data")
+		if data != nil {
+			env.Data = data
+		}
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -339,8 +401,14 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 	if payload == nil {
 		return nil, fmt.Errorf("type: unknown event type %q", typ)
 	}
-	if err := exactFieldNames(typ, data); err != nil {
-		return nil, err
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err == nil { // else the decoding below says why
+		if err := exactFieldNames(typ, members); err != nil {
+			return nil, err
+		}
+		if err := checkLists(typ, members); err != nil {
+			return nil, err
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -367,20 +435,40 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 // to case ("Broker", even "ſtrategy" with a long s, would set a field), which
 // DisallowUnknownFields lets through; the contract names each field exactly, and a name that
 // is almost right is a typo to reject, not one to guess at.
-func exactFieldNames(typ string, data json.RawMessage) error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(data, &members); err != nil {
-		return nil // not an object: the decoding that follows says so
-	}
+func exactFieldNames(typ string, members map[string]json.RawMessage) error {
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(members)) {
 		if _, ok := DataField(typ, name); ok {
 			continue
 		}
 		if like := fieldLike(typ, name); like != "" {
-			errs = append(errs, fmt.Errorf("data: unknown field %q (field names are case-sensitive: %q)", name, like))
+			errs = append(errs, fmt.Errorf("data: unknown field %s (field names are case-sensitive: %q)", clip(name), like))
 		} else {
-			errs = append(errs, fmt.Errorf("data: unknown field %q", name))
+			errs = append(errs, fmt.Errorf("data: unknown field %s", clip(name)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkLists checks the lists of the data's members (its known fields, by exactFieldNames)
+// for what decoding them into Go would hide: a null entry (it would read as 0 or "") and
+// more entries than the field's cap.
+func checkLists(typ string, members map[string]json.RawMessage) error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		if kind, _ := DataField(typ, name); !strings.HasPrefix(string(kind), "[]") {
+			continue
+		}
+		n, nulls, ok := listEntries(members[name])
+		if !ok {
+			continue // null, or not a list: the decoding that follows says so
+		}
+		if limit := listCaps[name]; n > limit {
+			errs = append(errs, fmt.Errorf("data.%s: %d entries, over the limit of %d", name, n, limit))
+			continue
+		}
+		for _, i := range nulls {
+			errs = append(errs, fmt.Errorf("data.%s[%d]: null: a list holds no nulls", name, i))
 		}
 	}
 	return errors.Join(errs...)
@@ -410,7 +498,11 @@ func dataError(err error) error {
 		if field == "" {
 			field = "(value)"
 		}
-		return fmt.Errorf("data.%s: want %s, got %s", field, goTypeName(te.Type.String()), te.Value)
+		if lit, ok := strings.CutPrefix(te.Value, "number "); ok && integral(lit) {
+			r := intRanges[field]
+			return fmt.Errorf("data.%s: %s is out of range (%d to %d)", field, truncate([]byte(lit)), r[0], r[1])
+		}
+		return fmt.Errorf("data.%s: want %s, got %s", field, goTypeName(te.Type.String()), truncate([]byte(te.Value)))
 	}
 	msg := err.Error()
 	if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
@@ -452,8 +544,16 @@ func dataCluster(p any) string {
 	return ""
 }
 
+// checkReason checks the reason of a request, if it has one.
+func checkReason(reason string) error {
+	if err := checkText(reason, MaxTextLength); err != nil {
+		return fmt.Errorf("data.reason: %w", err)
+	}
+	return nil
+}
+
 func (p *BrokerOverloaded) validate() error {
-	var errs []error
+	errs := []error{checkReason(p.Reason)}
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
 	} else if *p.Broker < 0 {
@@ -462,18 +562,38 @@ func (p *BrokerOverloaded) validate() error {
 	if p.MaxPartitions < 0 {
 		errs = append(errs, fmt.Errorf("data.max_partitions: %d: must be 0 (all) or more", p.MaxPartitions))
 	}
+	if err := overMax("max_partitions", int64(p.MaxPartitions)); err != nil {
+		errs = append(errs, err)
+	}
+	for i, t := range p.Topics {
+		if err := CheckTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("data.topics[%d]: %s: %w", i, clip(t), err))
+		}
+	}
+	for i, t := range p.ExcludeTopics {
+		if err := CheckTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("data.exclude_topics[%d]: %s: %w", i, clip(t), err))
+		}
+	}
+	excluded := make(map[string]bool, len(p.ExcludeTopics))
+	for _, t := range p.ExcludeTopics {
+		excluded[t] = true
+	}
 	for _, t := range p.Topics {
-		if contains(p.ExcludeTopics, t) {
-			errs = append(errs, fmt.Errorf("data.exclude_topics: %q is also in data.topics", t))
+		if excluded[t] {
+			errs = append(errs, fmt.Errorf("data.exclude_topics: %s is also in data.topics", clip(t)))
+			excluded[t] = false // once
 		}
 	}
 	return errors.Join(errs...)
 }
 
 func (p *ReplicaChange) validate() error {
-	var errs []error
+	errs := []error{checkReason(p.Reason)}
 	if p.Topic == "" {
 		errs = append(errs, errors.New("data.topic: required"))
+	} else if err := CheckTopicName(p.Topic); err != nil {
+		errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))
 	}
 	if p.Partitions != nil && len(p.Partitions) == 0 {
 		errs = append(errs, errors.New("data.partitions: empty list (omit it to mean every partition)"))
@@ -490,24 +610,46 @@ func (p *ReplicaChange) validate() error {
 		errs = append(errs, errors.New("data: preferred_leader and replication_factor are exclusive: send two events"))
 	case p.PreferredLeader != nil && *p.PreferredLeader < 0:
 		errs = append(errs, fmt.Errorf("data.preferred_leader: %d is not a broker id", *p.PreferredLeader))
+	case p.ReplicationFactor != nil && *p.ReplicationFactor < 1:
+		errs = append(errs, fmt.Errorf("data.replication_factor: %d: must be at least 1", *p.ReplicationFactor))
+	case p.ReplicationFactor != nil:
+		if err := overMax("replication_factor", int64(*p.ReplicationFactor)); err != nil {
+			errs = append(errs, fmt.Errorf("%w (Kafka's largest replication factor)", err))
+		}
 	}
 	switch p.Strategy {
 	case "", "auto", "api", "zk-reassign", "zk-nudge":
 	default:
-		errs = append(errs, fmt.Errorf("data.strategy: unknown strategy %q (want auto, api, zk-reassign or zk-nudge)", p.Strategy))
+		errs = append(errs, fmt.Errorf("data.strategy: unknown strategy %s (want auto, api, zk-reassign or zk-nudge)", clip(p.Strategy)))
 	}
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
+	}
+	if err := overMax("throttle_bytes_per_sec", p.ThrottleBytesPerSec); err != nil {
+		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
 	}
 	return errors.Join(errs...)
 }
 
 func (p *LogDirMove) validate() error {
-	var errs []error
+	errs := []error{checkReason(p.Reason)}
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
 	} else if *p.Broker < 0 {
 		errs = append(errs, fmt.Errorf("data.broker: %d: must not be negative", *p.Broker))
+	}
+	if p.Topic != "" {
+		if err := CheckTopicName(p.Topic); err != nil {
+			errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))
+		}
+	}
+	for _, d := range []struct{ name, dir string }{{"from_dir", p.FromDir}, {"to_dir", p.ToDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if err := checkDir(d.dir); err != nil {
+			errs = append(errs, fmt.Errorf("data.%s: %w", d.name, err))
+		}
 	}
 	single := p.Topic != "" || p.Partition != nil
 	switch {
@@ -520,17 +662,25 @@ func (p *LogDirMove) validate() error {
 	case single && *p.Partition < 0:
 		errs = append(errs, fmt.Errorf("data.partition: %d: must not be negative", *p.Partition))
 	case !single && p.FromDir != "" && p.FromDir == p.ToDir:
-		errs = append(errs, fmt.Errorf("data: from_dir and to_dir are the same directory %q", p.FromDir))
+		errs = append(errs, fmt.Errorf("data: from_dir and to_dir are the same directory %s", clip(p.FromDir)))
 	}
 	if p.ThrottleBytesPerSec < 0 {
 		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
 	}
+	if err := overMax("throttle_bytes_per_sec", p.ThrottleBytesPerSec); err != nil {
+		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
+	}
 	return errors.Join(errs...)
 }
 
+// truncate returns raw JSON (or a number) for a message: cut to 60 bytes, at a character.
 func truncate(b []byte) string {
 	if len(b) > 60 {
-		return string(b[:60]) + "…"
+		cut := 60
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		return string(b[:cut]) + "…"
 	}
 	return string(b)
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -76,14 +77,35 @@ func TestDecodeRejections(t *testing.T) {
 		{"subject/type mismatch", "kafkamender.events.local.broker-overloaded", structured(`{"broker":1}`), `type: "replica-change-requested" does not match the subject's type "broker-overloaded"`, "a1b2"},
 		{"unknown type in subject", "kafkamender.events.local.reboot", structured(`{}`), `subject: unknown event type "reboot"`, ""},
 		{"short subject", "kafkamender.events.local", structured(`{}`), "is not kafkamender.events.<cluster>.<type>", ""},
+		{"subject over its limit", "kafkamender.events." + strings.Repeat("c", 300) + ".broker-overloaded", structured(`{}`), "subject: 337 bytes, over the limit of 256", ""},
+		{"cluster over its limit", "kafkamender.events." + strings.Repeat("c", 65) + ".replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), "subject: cluster \"" + strings.Repeat("c", 65) + "\": 65 characters, over the limit of 64", ""},
+		{"cluster not a token", "kafkamender.events.a*b.replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), `subject: cluster "a*b": not a valid subject token`, ""},
+		{"id over its limit", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"`+strings.Repeat("i", 129)+`"`, 1), "id: \"" + strings.Repeat("i", 128) + "\"…: 129 characters, over the limit of 128", ""},
 		{"unknown cluster", "kafkamender.events.prod.replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), `subject: unknown cluster "prod"`, "a1b2"},
 		{"data.cluster mismatch", subj, structured(`{"cluster":"kraft","topic":"o","preferred_leader":1}`), `data.cluster: "kraft" does not match the subject's cluster "local"`, "a1b2"},
 		{"oversized", subj, big, "more than the limit", ""},
 		{"bad expiresat", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"expiresat":"tomorrow","time"`, 1), `expiresat: "tomorrow" is not an RFC 3339 time`, "a1b2"},
 		{"bad specversion", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"1.0"`, `"0.3"`, 1), "specversion", "a1b2"},
 		{"missing id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, "", 1), "id: required", ""},
-		{"id not a subject token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a.b"`, 1), "id: \"a.b\" is not a valid subject token", "a.b"},
+		{"id not a subject token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a.b"`, 1), "id: \"a.b\": not a valid subject token", ""},
 		{"data not an object", subj, structured(`[1]`), "data: want a JSON object", "a1b2"},
+		{"duplicate member", subj, structured(`{"topic":"o","topic":"p","preferred_leader":1}`), `data: member "topic" appears twice`, "a1b2"},
+		{"duplicate id", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"id":"a1b2",`, `"id":"a1b2","id":"a1b2",`, 1), `body: member "id" appears twice`, "a1b2"},
+		{"not UTF-8", subj, structured("{\"topic\":\"o\xff\",\"preferred_leader\":1}"), "body: not UTF-8 (the byte at offset", ""},
+		{"null in a list", subj, structured(`{"topic":"o","partitions":[0,null],"preferred_leader":1}`), "data.partitions[1]: null: a list holds no nulls", "a1b2"},
+		{"list over its cap", subj, structured(`{"topic":"o","partitions":[` + strings.Repeat("0,", MaxListedPartitions) + `0],"preferred_leader":1}`), "data.partitions: 100001 entries, over the limit of 100000", "a1b2"},
+		{"replication factor 0", subj, structured(`{"topic":"o","replication_factor":0}`), "data.replication_factor: 0: must be at least 1", "a1b2"},
+		{"replication factor over Kafka's", subj, structured(`{"topic":"o","replication_factor":40000}`), "data.replication_factor: 40000 is over the limit of 32767 (Kafka's largest replication factor)", "a1b2"},
+		{"replication factor beyond int64", subj, structured(`{"topic":"o","replication_factor":1e40}`), "data.replication_factor: 1e40 is out of range (1 to 32767)", "a1b2"},
+		{"partition beyond int32", subj, structured(`{"topic":"o","partitions":[2147483648],"preferred_leader":1}`), "data.partitions: 2147483648 is out of range (0 to 2147483647)", "a1b2"},
+		{"throttle over 2^53-1", subj, structured(`{"topic":"o","replication_factor":2,"throttle_bytes_per_sec":9007199254740992}`), "data.throttle_bytes_per_sec: 9007199254740992 is over the limit of 9007199254740991 (2^53-1,", "a1b2"},
+		{"a fraction", subj, structured(`{"topic":"o","preferred_leader":1.5}`), "data.preferred_leader: want an integer, got number 1.5", "a1b2"},
+		{"source over its limit", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"alertmanager/prod"`, `"`+strings.Repeat("s", 1025)+`"`, 1), "source: 1025 characters, over the limit of 1024", "a1b2"},
+		{"reason with a newline", subj, structured(`{"topic":"o","preferred_leader":1,"reason":"a\nb"}`), "data.reason: a control character (U+000A) at byte 1", "a1b2"},
+		{"extension an object", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"trace":{"a":1},"time"`, 1), "trace: an object or a list is no CloudEvents attribute value", "a1b2"},
+		{"extension beyond 32 bits", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"time"`, `"n":3e9,"time"`, 1), "n: 3000000000 is no CloudEvents integer (-2147483648 to 2147483647)", "a1b2"},
+		{"topic not Kafka's", subj, structured(`{"topic":"my topic","preferred_leader":1}`), `data.topic: "my topic": ' ' is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')`, "a1b2"},
+		{"topic over Kafka's limit", subj, structured(`{"topic":"` + strings.Repeat("t", 250) + `","preferred_leader":1}`), "data.topic: \"" + strings.Repeat("t", 128) + "\"…: longer than Kafka's limit of 249 characters (250)", "a1b2"},
 		{"binary data", subj, strings.Replace(structured(`{}`), `"data":`, `"data_base64":"eA==","x":`, 1), "data_base64", "a1b2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,6 +145,10 @@ func TestDecodeLogDirMove(t *testing.T) {
 		{"same dirs", `{"broker":1,"from_dir":"/a","to_dir":"/a"}`, `from_dir and to_dir are the same directory "/a"`},
 		{"negative partition", `{"broker":1,"topic":"o","partition":-2,"to_dir":"/b"}`, "data.partition: -2"},
 		{"negative throttle", `{"broker":1,"throttle_bytes_per_sec":-5}`, "must not be negative"},
+		{"relative dir", `{"broker":1,"to_dir":"data"}`, `data.to_dir: "data" is not an absolute path`},
+		{"a .. element", `{"broker":1,"from_dir":"/a/../b"}`, `data.from_dir: "/a/../b" has a ".." element`},
+		{"a control character", `{"broker":1,"from_dir":"/a\tb"}`, `data.from_dir: a control character (U+0009) at byte 2`},
+		{"excluded topic", `{"broker":1,"topic":"o o","partition":1,"to_dir":"/b"}`, `data.topic: "o o": ' ' is not allowed in a Kafka topic name`},
 		{"unknown field", `{"broker":1,"disk":"/a"}`, `data: unknown field "disk"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -140,5 +166,111 @@ func TestDecodeLogDirMove(t *testing.T) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A rejection names the event only by what is valid of it: its result is published under
+// them (results.<id>, the result's cluster and type).
+func TestRejectionNamesOnlyValidParts(t *testing.T) {
+	for _, tc := range []struct {
+		name, subject, body string
+		id, typ, cluster    string
+	}{
+		{"cluster over its limit", "kafkamender.events." + strings.Repeat("c", 65) + ".replica-change-requested", structured(`{"topic":"o","preferred_leader":1}`), "", TypeReplicaChangeRequested, ""},
+		{"unknown type", "kafkamender.events.local.reboot", structured(`{}`), "", "", "local"},
+		{"id over its limit", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"`+strings.Repeat("i", 129)+`"`, 1), "", TypeReplicaChangeRequested, "local"},
+		{"id not a token", subj, strings.Replace(structured(`{"topic":"o","preferred_leader":1}`), `"a1b2"`, `"a b"`, 1), "", TypeReplicaChangeRequested, "local"},
+		{"bad data, valid id", subj, structured(`{"topic":"o"}`), "a1b2", TypeReplicaChangeRequested, "local"},
+	} {
+		_, err := Decode(tc.subject, nil, []byte(tc.body), DecodeOptions{})
+		var rej *Rejection
+		if !errors.As(err, &rej) {
+			t.Fatalf("%s: err = %v, want a *Rejection", tc.name, err)
+		}
+		if rej.ID != tc.id || rej.Type != tc.typ || rej.Cluster != tc.cluster {
+			t.Errorf("%s: rejection of id %q, type %q, cluster %q; want %q, %q, %q", tc.name, rej.ID, rej.Type, rej.Cluster, tc.id, tc.typ, tc.cluster)
+		}
+	}
+	if got := DeadSubject(strings.Repeat("c", 65)); got != DeadSubjectPrefix+"."+DeadUnknownCluster {
+		t.Errorf("DeadSubject of a name over the limit = %s", got)
+	}
+}
+
+// The largest event the limits allow: 100,000 partitions, about 600 KB.
+func BenchmarkDecodeLargestEvent(b *testing.B) {
+	body := []byte(mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`99999`, MaxListedPartitions)+`]}`))
+	for b.Loop() {
+		if _, err := Decode(Subject("local", tRC), nil, body, schemaDecodeOptions); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A rejection quotes at most a little of any value: its message goes into results and log
+// lines.
+func TestRejectionMessagesAreBounded(t *testing.T) {
+	huge := strings.Repeat("x", 20_000)
+	str := `"` + huge + `"`
+	for _, tc := range []schemaCase{
+		{"specversion", tBO, mkEvent(tBO, `{"broker":1}`, `"specversion":`+str)},
+		{"type", tBO, mkEvent(tBO, `{"broker":1}`, `"type":`+str)},
+		{"id", tBO, mkEvent(tBO, `{"broker":1}`, `"id":`+str)},
+		{"source", tBO, mkEvent(tBO, `{"broker":1}`, `"source":`+str)},
+		{"datacontenttype", tBO, mkEvent(tBO, `{"broker":1}`, `"datacontenttype":`+str)},
+		{"time", tBO, mkEvent(tBO, `{"broker":1}`, `"time":`+str)},
+		{"expiresat", tBO, mkEvent(tBO, `{"broker":1}`, `"expiresat":`+str)},
+		{"subject", tBO, mkEvent(tBO, `{"broker":1}`, `"subject":`+str)},
+		{"extension name", tBO, mkEvent(tBO, `{"broker":1}`, str+`:1`)},
+		{"extension value", tBO, mkEvent(tBO, `{"broker":1}`, `"x":`+str)},
+		{"extension number", tBO, mkEvent(tBO, `{"broker":1}`, `"x":1`+strings.Repeat("0", 20_000))},
+		{"duplicate member", tBO, mkEvent(tBO, `{"broker":1,`+str+`:1,`+str+`:1}`)},
+		{"unknown field", tBO, mkEvent(tBO, `{"broker":1,`+str+`:1}`)},
+		{"cluster", tBO, mkEvent(tBO, `{"broker":1,"cluster":`+str+`}`)},
+		{"topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+str+`]}`)},
+		{"exclude_topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+str+`],"exclude_topics":[`+str+`]}`)},
+		{"reason", tBO, mkEvent(tBO, `{"broker":1,"reason":`+str+`}`)},
+		{"broker", tBO, mkEvent(tBO, `{"broker":1`+strings.Repeat("0", 20_000)+`}`)},
+		{"broker a fraction", tBO, mkEvent(tBO, `{"broker":1.`+strings.Repeat("5", 20_000)+`}`)},
+		{"topic", tRC, mkEvent(tRC, `{"topic":`+str+`,"preferred_leader":1}`)},
+		{"strategy", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"strategy":`+str+`}`)},
+		{"timeout", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":`+str+`}`)},
+		{"timeout out of range", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"`+strings.Repeat("9", 20_000)+`h"}`)},
+		{"dirs", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/`+huge+`","to_dir":"/`+huge+`"}`)},
+		{"relative dir", tLD, mkEvent(tLD, `{"broker":1,"to_dir":`+str+`}`)},
+	} {
+		_, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), DecodeOptions{})
+		if err == nil {
+			t.Errorf("%s: Decode takes it", tc.name)
+		} else if len(err.Error()) > 2048 {
+			t.Errorf("%s: a message of %d bytes: %.300s…", tc.name, len(err.Error()), err)
+		}
+	}
+	// many is n members or entries of format, each with its number.
+	many := func(format string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, format, i)
+		}
+		return b.String()
+	}
+	for _, tc := range []schemaCase{
+		{"many bad topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+many(`"a %d"`, MaxListedTopics)+`]}`)},
+		{"many nulls", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`null`, MaxListedPartitions)+`]}`)},
+		{"many unknown fields", tBO, mkEvent(tBO, `{"broker":1,`+many(`"x%d":1`, 10_000)+`}`)},
+		{"many repeated members", tBO, mkEvent(tBO, `{"broker":1}`, many(`"a%[1]d":1,"a%[1]d":2`, 10_000))},
+		{"many bad extensions", tBO, mkEvent(tBO, `{"broker":1}`, many(`"A%d":1`, 10_000))},
+	} {
+		_, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), DecodeOptions{})
+		if err == nil {
+			t.Errorf("%s: Decode takes it", tc.name)
+		} else if lines := strings.Count(err.Error(), "\n") + 1; lines > maxProblems+1 || !strings.HasSuffix(err.Error(), "more problems)") {
+			t.Errorf("%s: a message of %d lines, ending %q", tc.name, lines, err.Error()[max(0, len(err.Error())-60):])
+		}
+	}
+	if _, err := Decode("kafkamender.events."+huge+".broker-overloaded", nil, []byte(mkEvent(tBO, `{"broker":1}`)), DecodeOptions{}); err == nil || len(err.Error()) > 2048 {
+		t.Errorf("subject: %.300v", err)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"mime"
 	"strings"
 	"time"
 )
@@ -83,29 +82,27 @@ type Envelope struct {
 func (e *Envelope) Validate() error {
 	var errs []error
 	if e.SpecVersion != SpecVersion {
-		errs = append(errs, fmt.Errorf("specversion: want %q, got %q", SpecVersion, e.SpecVersion))
+		errs = append(errs, fmt.Errorf("specversion: want %q, got %s", SpecVersion, clip(e.SpecVersion)))
 	}
-	switch {
-	case e.ID == "":
+	if e.ID == "" {
 		errs = append(errs, errors.New("id: required"))
-	case !ValidToken(e.ID):
+	} else if err := CheckID(e.ID); err != nil {
 		// The id is the last token of the result subject.
-		errs = append(errs, fmt.Errorf("id: %q is not a valid subject token (want letters, digits, '-' or '_')", e.ID))
+		errs = append(errs, fmt.Errorf("id: %s: %w", clip(e.ID), err))
 	}
 	if e.Source == "" {
 		errs = append(errs, errors.New("source: required"))
+	} else if err := checkText(e.Source, MaxTextLength); err != nil {
+		errs = append(errs, fmt.Errorf("source: %w", err))
 	}
 	switch {
 	case e.Type == "":
 		errs = append(errs, errors.New("type: required"))
 	case !KnownType(e.Type):
-		errs = append(errs, fmt.Errorf("type: unknown event type %q", e.Type))
+		errs = append(errs, fmt.Errorf("type: unknown event type %s", clip(e.Type)))
 	}
-	if e.DataContentType != "" {
-		mt, _, err := mime.ParseMediaType(e.DataContentType)
-		if err != nil || mt != ContentTypeJSON {
-			errs = append(errs, fmt.Errorf("datacontenttype: want %q, got %q", ContentTypeJSON, e.DataContentType))
-		}
+	if e.DataContentType != "" && !mediaTypeRE.MatchString(e.DataContentType) {
+		errs = append(errs, fmt.Errorf("datacontenttype: want %q, got %s (ASCII only; parameters such as charset=utf-8 are allowed)", ContentTypeJSON, clip(e.DataContentType)))
 	}
 	if len(e.Data) == 0 {
 		errs = append(errs, errors.New("data: required"))

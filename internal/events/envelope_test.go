@@ -76,7 +76,7 @@ func TestEnvelopeValidate(t *testing.T) {
 		{name: "json with charset", modify: func(e *Envelope) { e.DataContentType = "application/json; charset=utf-8" }},
 		{name: "specversion", modify: func(e *Envelope) { e.SpecVersion = "0.3" }, want: []string{`specversion: want "1.0", got "0.3"`}},
 		{name: "no id", modify: func(e *Envelope) { e.ID = "" }, want: []string{"id: required"}},
-		{name: "id not a token", modify: func(e *Envelope) { e.ID = "a.b" }, want: []string{`id: "a.b" is not a valid subject token`}},
+		{name: "id not a token", modify: func(e *Envelope) { e.ID = "a.b" }, want: []string{`id: "a.b": not a valid subject token`}},
 		{name: "no source", modify: func(e *Envelope) { e.Source = "" }, want: []string{"source: required"}},
 		{name: "no type", modify: func(e *Envelope) { e.Type = "" }, want: []string{"type: required"}},
 		{name: "unknown type", modify: func(e *Envelope) { e.Type = "foo" }, want: []string{`type: unknown event type "foo"`}},

@@ -303,11 +303,11 @@ func identify(raw RawEvent, err error) (id, typ, cluster string) {
 	if errors.As(err, &rej) {
 		id, typ, cluster = rej.ID, rej.Type, rej.Cluster
 	}
-	if msgID := raw.Header.Get(jetstream.MsgIDHeader); id == "" && events.ValidToken(msgID) {
+	if msgID := raw.Header.Get(jetstream.MsgIDHeader); id == "" && events.ValidID(msgID) {
 		// Unreadable body: publishers (the emitter) set the message id to the event id.
 		id = msgID
 	}
-	if !events.ValidToken(id) {
+	if !events.ValidID(id) {
 		// No usable id: the result still goes to the audit trail, under the message's
 		// stream sequence, so the publisher can find it.
 		id = "invalid-seq-" + strconv.FormatUint(raw.Seq, 10)

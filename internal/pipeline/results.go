@@ -49,7 +49,7 @@ func (r *streamResults) Earlier(ctx context.Context, id string) (*events.Result,
 
 // lookup returns the stored result of id, whole, and its encoding whole.
 func (r *streamResults) lookup(ctx context.Context, id string) (*events.Result, []byte, bool, error) {
-	if !events.ValidToken(id) {
+	if !events.ValidID(id) {
 		return nil, nil, false, nil
 	}
 	res, raw, err := ReadResult(ctx, r.stream, id)
@@ -64,8 +64,8 @@ func (r *streamResults) lookup(ctx context.Context, id string) (*events.Result, 
 // for one message is stored in parts first, then its head (the atomic publish); see
 // ReadResult.
 func (r *streamResults) Publish(ctx context.Context, res *events.Result) (*events.Result, bool, error) {
-	if !events.ValidToken(res.ID) {
-		return nil, false, fmt.Errorf("publish result: id %q is not a valid subject token", res.ID)
+	if err := events.CheckID(res.ID); err != nil {
+		return nil, false, fmt.Errorf("publish result: id %.64q: %w", res.ID, err)
 	}
 	complete(res)
 	whole := *res
