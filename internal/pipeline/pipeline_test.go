@@ -18,6 +18,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/metrics/metricstest"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/retry"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 func TestSuccess(t *testing.T) {
@@ -603,5 +604,50 @@ func TestCannotServeLeavesEventsToOthers(t *testing.T) {
 	e.publish("ev-back")
 	if res := e.waitResult("ev-back"); res.Worker != "w1" || n.get() != 1 {
 		t.Fatalf("result by %s, first worker handled %d; want w1, 1", res.Worker, n.get())
+	}
+}
+
+// Values that reach a NATS subject are bounded before they do: an event whose id, or
+// whose subject's cluster, is thousands of characters long (a subject still under
+// nats-server's 4 KiB control line, a result subject over it) gets a rejected result under
+// a valid id and leaves the stream, and the worker's connection stays up (nats.go closes a
+// connection for good when the server refuses an over-long control line).
+func TestOverLongValuesNeverReachASubject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	wnc := e.connect()
+	cfg := config(t)
+	cfg.StrayGrace = 100 * time.Millisecond
+	e.start(wnc, cfg, func(ctx context.Context, job *pipeline.Job) (*events.Result, error) {
+		t.Errorf("handled %s", job.Event().ID)
+		return &events.Result{Status: events.StatusSucceeded}, nil
+	})
+	long := strings.Repeat("i", 4000) // its result subject would pass the 4 KiB control line
+	body := func(id string) []byte {
+		return fmt.Appendf(nil, `{"specversion":"1.0","id":%q,"source":"t","type":%q,"data":{"broker":1}}`, id, evType)
+	}
+	// An id of a served cluster's event; the cluster of a subject nobody serves (the sweep).
+	seq1 := e.publishRaw(&nats.Msg{Subject: events.Subject(cluster, evType), Data: body(long)})
+	seq2 := e.publishRaw(&nats.Msg{Subject: events.Subject(strings.Repeat("c", 3000), evType), Data: body("ev-far")})
+	for _, tc := range []struct {
+		seq  uint64
+		want string
+	}{
+		{seq1, "id: \"" + strings.Repeat("i", 128) + "\"…: 4000 characters, over the limit of 128"},
+		{seq2, "subject: 3044 bytes, over the limit of 256"},
+	} {
+		res := e.waitResult(fmt.Sprintf("invalid-seq-%d", tc.seq))
+		if res.Status != events.StatusRejected || !strings.Contains(res.Error, tc.want) {
+			t.Errorf("event %d: result %s %q, want rejected naming the limit (%q)", tc.seq, res.Status, res.Error, tc.want)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, func() error {
+		if n := testenv.StreamMsgs(t, e.js, events.EventsStream); n != 0 {
+			return fmt.Errorf("%d events left in the stream", n)
+		}
+		return nil
+	})
+	if !wnc.IsConnected() {
+		t.Fatalf("the worker's connection: %s (%v)", wnc.Status(), wnc.LastError())
 	}
 }
