@@ -32,7 +32,7 @@ func NewAPIBackend(cl *kgo.Client) *APIBackend {
 // NewAPIBackendWithLimits returns the api strategy on a client of the cluster, sending at
 // most limits.Partitions partitions per request.
 func NewAPIBackendWithLimits(cl *kgo.Client, limits Limits) *APIBackend {
-	return &APIBackend{cl: cl, adm: kadm.NewClient(cl), limits: limits.withDefaults()}
+	return &APIBackend{cl: cl, adm: controllerAdmin(cl), limits: limits.withDefaults()}
 }
 
 func (b *APIBackend) Strategy() Strategy       { return StrategyAPI }

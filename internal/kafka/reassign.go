@@ -81,7 +81,7 @@ func (l Limits) CancelReassignments(ctx context.Context, cl *kgo.Client, tps []T
 func alterReassignments(ctx context.Context, cl *kgo.Client, targets map[TopicPartition][]int32, n int) (map[TopicPartition]error, error) {
 	failed := map[TopicPartition]error{}
 	batches := chunks(sortedKeys(targets), n)
-	adm := kadm.NewClient(cl)
+	adm := controllerAdmin(cl)
 	for i, batch := range batches {
 		req := kadm.AlterPartitionAssignmentsReq{}
 		for _, tp := range batch {
@@ -105,6 +105,21 @@ func alterReassignments(ctx context.Context, cl *kgo.Client, targets map[TopicPa
 		}
 	}
 	return failed, nil
+}
+
+// controllerTimeout is how long the controller may take over a reassignment or an
+// election request before it answers. kadm's default (15 s, and franz-go reads the answer
+// for 10 s more) is less than a ZooKeeper-mode controller takes over 1,000 partitions of a
+// cluster with many topics: the request timed out at the client while the controller went
+// on, and was sent again, doubling the time.
+const controllerTimeout = time.Minute
+
+// controllerAdmin is an admin client whose requests to the controller wait
+// controllerTimeout.
+func controllerAdmin(cl *kgo.Client) *kadm.Client {
+	adm := kadm.NewClient(cl)
+	adm.SetTimeoutMillis(int32(controllerTimeout.Milliseconds()))
+	return adm
 }
 
 // SubmitZKReassignment starts reassignments the legacy way, through

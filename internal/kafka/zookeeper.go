@@ -89,7 +89,7 @@ func NewZKBackend(strategy Strategy, cfg ZKConfig) (*ZKBackend, error) {
 		cfg.NudgeApplyWait = time.Minute
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	return &ZKBackend{cfg: cfg, strategy: strategy, adm: kadm.NewClient(cfg.Client)}, nil
+	return &ZKBackend{cfg: cfg, strategy: strategy, adm: controllerAdmin(cfg.Client)}, nil
 }
 
 func (b *ZKBackend) Strategy() Strategy       { return b.strategy }
