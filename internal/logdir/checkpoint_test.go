@@ -300,3 +300,31 @@ func FuzzParseCheckpoint(f *testing.F) {
 		}
 	})
 }
+
+// A partition name parses only when it is the canonical name of what it parses to (the
+// folder Kafka would make: "t-07" is not "t-7"), with a topic Kafka allows and a partition
+// that is not negative; ClassifyFolder says the same of a folder so named.
+func FuzzParseTP(f *testing.F) {
+	for _, s := range []string{"orders-0", "orders-7", "t-07", "t--1", "a.b-c-12", "-1", "t-", "t-2147483647", "t-2147483648",
+		"t-+1", "t- 1", "t-1 ", "..-0", ".-0", "__cluster_metadata-0", "t-1.abc-future", strings.Repeat("x", 250) + "-0", "ü-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tp, err := logdir.ParseTP(s)
+		if err != nil {
+			if kind, _ := logdir.ClassifyFolder(s); kind == logdir.KindPartition || kind == logdir.KindMetadata {
+				t.Fatalf("logdir.ClassifyFolder(%q) = %s, but ParseTP refuses it: %v", s, kind, err)
+			}
+			return
+		}
+		if tp.String() != s {
+			t.Fatalf("logdir.ParseTP(%q) = %v, whose name is %q", s, tp, tp.String())
+		}
+		if tp.Partition < 0 || tp.Topic == "" || len(tp.Topic) > 249 || tp.Topic == "." || tp.Topic == ".." ||
+			strings.IndexFunc(tp.Topic, func(r rune) bool {
+				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+			}) >= 0 {
+			t.Fatalf("logdir.ParseTP(%q) = %+v: not a partition Kafka can have", s, tp)
+		}
+	})
+}
