@@ -89,6 +89,12 @@ func blockedSkips(snap *model.Snapshot, blocked []model.TopicPartition, waited t
 				"no leader (offline; replicas %v, isr %v), still after waiting %s", p.Replicas, p.ISR, waited)})
 			continue
 		}
+		if !p.Reassigning() {
+			// Blocked for a replica catching up (plan.PreferredLeader).
+			out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipNotInSync, Reason: fmt.Sprintf(
+				"the broker is not in the ISR %v, still after waiting %s: a preferred election would fail", p.ISR, waited)})
+			continue
+		}
 		out = append(out, plan.Skip{TopicPartition: tp, Code: plan.SkipReassigning, Reason: fmt.Sprintf(
 			"under reassignment (%s), still after waiting %s", p.Reassignment(), waited)})
 	}

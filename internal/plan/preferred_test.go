@@ -20,6 +20,15 @@ func snap(parts ...model.Partition) *model.Snapshot {
 	return s
 }
 
+// withBrokers gives s the brokers ids, up.
+func withBrokers(s *model.Snapshot, ids ...int32) *model.Snapshot {
+	s.Brokers = map[int32]model.Broker{}
+	for _, id := range ids {
+		s.Brokers[id] = model.Broker{ID: id}
+	}
+	return s
+}
+
 func part(replicas, isr []int32, leader int32) model.Partition {
 	return model.Partition{Replicas: replicas, ISR: isr, Leader: leader}
 }
@@ -69,6 +78,23 @@ func TestPreferredLeader(t *testing.T) {
 		{
 			name:    "not in the ISR is skipped",
 			snap:    snap(part([]int32{0, 1, 2}, []int32{0, 1}, 0)),
+			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
+			skipped: []string{"0: broker 2 is not in the ISR [0 1]"},
+		},
+		{
+			// Up and not offline: catching up (after a restart): wait and plan again.
+			name:    "not in the ISR, its broker up, is blocked",
+			snap:    withBrokers(snap(part([]int32{0, 1, 2}, []int32{0, 1}, 0)), 0, 1, 2),
+			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
+			blocked: []model.TopicPartition{tp(0)},
+		},
+		{
+			name: "not in the ISR, its replica offline, is skipped",
+			snap: withBrokers(snap(func() model.Partition {
+				p := part([]int32{0, 1, 2}, []int32{0, 1}, 0)
+				p.Offline = []int32{2}
+				return p
+			}()), 0, 1, 2),
 			req:     PreferredLeaderRequest{Topic: "t", Partitions: []int32{0}, Broker: 2},
 			skipped: []string{"0: broker 2 is not in the ISR [0 1]"},
 		},
