@@ -195,11 +195,14 @@ func (a *ZooKeeperAuth) validate(path string, p *problems) {
 }
 
 // validateTLSFields checks what can be checked without reading the files.
-func validateTLSFields(path string, t TLS, p *problems) {
+func validateTLSFields(path string, t TLS, p *problems) { validateCertKey(path, t.CertFile, t.KeyFile, p) }
+
+// validateCertKey checks that a certificate and its key come both or neither.
+func validateCertKey(path, cert, key string, p *problems) {
 	switch {
-	case t.CertFile != "" && t.KeyFile == "":
+	case cert != "" && key == "":
 		p.add(path+".key_file", errors.New("required with cert_file"))
-	case t.CertFile == "" && t.KeyFile != "":
+	case cert == "" && key != "":
 		p.add(path+".cert_file", errors.New("required with key_file"))
 	}
 }

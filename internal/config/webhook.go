@@ -113,12 +113,7 @@ func (w *Webhook) validate(httpListen string, rules bool, p *problems) {
 		}
 	}
 	t := w.TLS
-	switch {
-	case t.CertFile != "" && t.KeyFile == "":
-		p.add("alertmanager.tls.key_file", errors.New("required with cert_file"))
-	case t.CertFile == "" && t.KeyFile != "":
-		p.add("alertmanager.tls.cert_file", errors.New("required with key_file"))
-	}
+	validateCertKey("alertmanager.tls", t.CertFile, t.KeyFile, p)
 	if t.ClientCAFile != "" && t.CertFile == "" {
 		p.add("alertmanager.tls.client_ca_file", errors.New("needs cert_file and key_file: mutual TLS is TLS first"))
 	}
