@@ -195,7 +195,9 @@ func (a *ZooKeeperAuth) validate(path string, p *problems) {
 }
 
 // validateTLSFields checks what can be checked without reading the files.
-func validateTLSFields(path string, t TLS, p *problems) { validateCertKey(path, t.CertFile, t.KeyFile, p) }
+func validateTLSFields(path string, t TLS, p *problems) {
+	validateCertKey(path, t.CertFile, t.KeyFile, p)
+}
 
 // validateCertKey checks that a certificate and its key come both or neither.
 func validateCertKey(path, cert, key string, p *problems) {
