@@ -115,8 +115,17 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Header is the part of a NATS message header the decoder reads (nats.Header fits).
-type Header interface{ Get(key string) string }
+// Header is a NATS message's header: names, case-sensitive as NATS has them, to their
+// values (nats.Header is one).
+type Header = map[string][]string
+
+// first returns the first value of name in h, as nats.Header's Get does.
+func first(h Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
 
 // DecodeOptions configures Decode.
 type DecodeOptions struct {
@@ -159,7 +168,7 @@ func Decode(subject string, h Header, body []byte, opts DecodeOptions) (*Event, 
 		return fail(fmt.Errorf("event body is %d bytes, more than the limit of %d", len(body), opts.MaxBytes))
 	}
 	var ev Event
-	if h != nil && h.Get("ce-specversion") != "" {
+	if first(h, "ce-specversion") != "" {
 		err = fromBinary(&ev.Envelope, h, body)
 	} else {
 		err = fromStructured(&ev.Envelope, body)
@@ -347,20 +356,20 @@ func validExtensionName(s string) bool {
 
 // fromBinary reads the binary mode of the CloudEvents NATS binding.
 func fromBinary(env *Envelope, h Header, body []byte) error {
-	env.SpecVersion = h.Get("ce-specversion")
-	env.ID = h.Get("ce-id")
-	env.Source = h.Get("ce-source")
-	env.Type = h.Get("ce-type")
-	env.DataContentType = h.Get("Content-Type")
+	env.SpecVersion = first(h, "ce-specversion")
+	env.ID = first(h, "ce-id")
+	env.Source = first(h, "ce-source")
+	env.Type = first(h, "ce-type")
+	env.DataContentType = first(h, "Content-Type")
 	if env.DataContentType == "" {
-		env.DataContentType = h.Get("ce-datacontenttype")
+		env.DataContentType = first(h, "ce-datacontenttype")
 	}
-	var errs []error
+	errs := checkHeaders(h)
 	for _, a := range []struct {
 		name string
 		dst  *time.Time
 	}{{"time", &env.Time}, {"expiresat", &env.ExpiresAt}} {
-		v := h.Get("ce-" + a.name)
+		v := first(h, "ce-"+a.name)
 		if v == "" {
 			continue
 		}
@@ -380,6 +389,42 @@ func fromBinary(env *Envelope, h Header, body []byte) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkHeaders holds binary mode's ce- headers to the rules of structured mode's members:
+// each attribute given once (as a member name is), "ce-subject", "ce-dataschema" and the
+// extensions' values text, the extensions' names CloudEvents attribute names. The values of
+// the attributes the worker reads are checked where they are read (Envelope.Validate).
+func checkHeaders(h Header) []error {
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(h)) {
+		attr, ok := strings.CutPrefix(name, "ce-")
+		if !ok && name != "Content-Type" {
+			continue // not CloudEvents' (Nats-Msg-Id, a tracing header): not ours to judge
+		}
+		if n := len(h[name]); n != 1 {
+			errs = append(errs, fmt.Errorf("header %s: given %d times; an attribute is given once", clip(name), n))
+			continue
+		}
+		v := h[name][0]
+		switch attr {
+		case "specversion", "id", "source", "type", "datacontenttype", "time", "expiresat":
+		case "subject", "dataschema":
+			if err := checkText(v, MaxTextLength); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		default:
+			if !ok {
+				break // Content-Type
+			}
+			if !validExtensionName(attr) {
+				errs = append(errs, fmt.Errorf("header %s: not a valid CloudEvents attribute name (lower-case letters and digits, at most 20)", clip(name)))
+			} else if err := checkText(v, MaxTextLength); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+	}
+	return errs
 }
 
 // newPayload returns a new, empty data struct of events of type typ, or nil for an

@@ -3,7 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
-	"net/http"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -30,13 +30,8 @@ func TestDecodeValid(t *testing.T) {
 		t.Error("no expiresat must not be expired")
 	}
 
-	h := http.Header{}
-	h.Set("ce-specversion", "1.0")
-	h.Set("ce-id", "b-1")
-	h.Set("ce-source", "test")
-	h.Set("ce-type", "broker-overloaded")
-	h.Set("ce-expiresat", "2000-01-01T00:00:00Z")
-	h.Set("Content-Type", "application/json")
+	h := Header{"ce-specversion": {"1.0"}, "ce-id": {"b-1"}, "ce-source": {"test"}, "ce-type": {"broker-overloaded"},
+		"ce-expiresat": {"2000-01-01T00:00:00Z"}, "Content-Type": {"application/json"}, "ce-traceparent": {"00-ab-cd-01"}}
 	ev, err = Decode("kafkamender.events.kraft.broker-overloaded", h, []byte(`{"broker":3,"demote_to_end":true}`), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +114,54 @@ func TestDecodeRejections(t *testing.T) {
 			}
 			if rej.ID != tc.id {
 				t.Errorf("rejection id = %q, want %q", rej.ID, tc.id)
+			}
+		})
+	}
+}
+
+// Binary mode's ce- headers are held to the rules of structured mode's members: each given
+// once, text bounded, extension names CloudEvents'. Headers that are not CloudEvents' are
+// not judged.
+func TestBinaryHeadersAreMembers(t *testing.T) {
+	body := []byte(`{"broker":3}`)
+	base := func(extra Header) Header {
+		h := Header{"ce-specversion": {"1.0"}, "ce-id": {"b-1"}, "ce-source": {"test"}, "ce-type": {"broker-overloaded"}}
+		maps.Copy(h, extra)
+		return h
+	}
+	long := strings.Repeat("x", MaxTextLength+1)
+	for _, tc := range []struct {
+		name string
+		h    Header
+		want string // "" accepted
+	}{
+		{"extension", base(Header{"ce-traceparent": {"00-ab-cd-01"}, "ce-priority": {"7"}}), ""},
+		{"subject and dataschema", base(Header{"ce-subject": {"orders-1"}, "ce-dataschema": {"https://example.com/s"}}), ""},
+		{"other headers are not judged", base(Header{"Nats-Msg-Id": {"a", "b"}, "X-Trace": {long}, "CE-ID": {"x y"}}), ""},
+		{"an attribute twice", base(Header{"ce-id": {"b-1", "b-2"}}), `header "ce-id": given 2 times; an attribute is given once`},
+		{"content type twice", base(Header{"Content-Type": {"application/json", "text/plain"}}), `header "Content-Type": given 2 times`},
+		{"an extension twice", base(Header{"ce-foo": {"1", "2"}}), `header "ce-foo": given 2 times`},
+		{"over-long extension", base(Header{"ce-foo": {long}}), "ce-foo: 1025 characters, over the limit of 1024"},
+		{"control character in an extension", base(Header{"ce-foo": {"a\x01b"}}), "ce-foo: a control character (U+0001) at byte 1"},
+		{"over-long subject", base(Header{"ce-subject": {long}}), "ce-subject: 1025 characters, over the limit of 1024"},
+		{"bad extension name", base(Header{"ce-Foo_Bar": {"1"}}), `header "ce-Foo_Bar": not a valid CloudEvents attribute name`},
+		{"long extension name", base(Header{"ce-" + strings.Repeat("a", 21): {"1"}}), "not a valid CloudEvents attribute name"},
+		{"empty extension name", base(Header{"ce-": {"1"}}), `header "ce-": not a valid CloudEvents attribute name`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Decode("kafkamender.events.kraft.broker-overloaded", tc.h, body, DecodeOptions{Clusters: []string{"kraft"}})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var rej *Rejection
+			if !errors.As(err, &rej) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)
+			}
+			if rej.ID != "b-1" {
+				t.Errorf("rejection id = %q, want b-1", rej.ID)
 			}
 		})
 	}

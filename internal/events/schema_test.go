@@ -19,7 +19,6 @@ import (
 	"go/parser"
 	"go/token"
 	"maps"
-	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -1307,13 +1306,8 @@ func TestSchemaTakesWhatDecoderTakes(t *testing.T) {
 	}
 }
 
-func binaryHeader(typ string) http.Header {
-	h := http.Header{}
-	h.Set("ce-specversion", SpecVersion)
-	h.Set("ce-id", "a1b2")
-	h.Set("ce-source", "test")
-	h.Set("ce-type", typ)
-	return h
+func binaryHeader(typ string) Header {
+	return Header{"ce-specversion": {SpecVersion}, "ce-id": {"a1b2"}, "ce-source": {"test"}, "ce-type": {typ}}
 }
 
 // FuzzSchemaAndDecoderAgree mutates events and checks that the schema of the subject's type
