@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/kafkamender/kafkamender/internal/events"
 )
 
 // The four offset checkpoint files at the root of every Kafka log dir. All four use
@@ -215,9 +217,6 @@ func parseOffset(s string) (int64, error) {
 	return off, nil
 }
 
-// maxTopicLen is Kafka's limit on the length of a topic name.
-const maxTopicLen = 249
-
 // The errors of the fields of a checkpoint entry (and of ParseTP): they say what is
 // wrong, not what the field holds.
 var (
@@ -225,23 +224,19 @@ var (
 	errBadOffset    = errors.New("bad offset: want an int64")
 )
 
-// validTopic applies Kafka's rules for topic names: 1 to 249 characters of
-// [a-zA-Z0-9._-], and not "." or "..". The error gives the position of a bad character,
-// not the character.
+// validTopic applies Kafka's rules for topic names (events.CheckTopicName): 1 to 249
+// characters of [a-zA-Z0-9._-], and not "." or "..". The error gives the position of a bad
+// character, not the character.
 func validTopic(t string) error {
-	if t == "" || t == "." || t == ".." || len(t) > maxTopicLen {
-		return fmt.Errorf("bad topic: want 1 to %d characters of [a-zA-Z0-9._-], not \".\" or \"..\"", maxTopicLen)
+	if t == "" || t == "." || t == ".." || len(t) > events.MaxTopicNameLength {
+		return fmt.Errorf("bad topic: want 1 to %d characters of [a-zA-Z0-9._-], not \".\" or \"..\"", events.MaxTopicNameLength)
 	}
 	for i := 0; i < len(t); i++ {
-		if !topicChar(t[i]) {
+		if !events.IsTopicNameByte(t[i]) {
 			return fmt.Errorf("bad topic: character %d is not in [a-zA-Z0-9._-]", i+1)
 		}
 	}
 	return nil
-}
-
-func topicChar(c byte) bool {
-	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-'
 }
 
 // Bytes is the file as Kafka writes it: the version, the number of entries and one
