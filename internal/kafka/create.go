@@ -2,7 +2,9 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -11,8 +13,34 @@ import (
 
 // CreateTopic creates topic with an explicit replica assignment: assignment[p] is the
 // ordered replica list of partition p (kadm's CreateTopics takes only a count and a
-// factor). Tests and the demo use it to start from a known placement.
+// factor). Tests, the demo and the benchmark use it to start from a known placement, and
+// wait for the placement after it.
+//
+// A busy controller (a ZooKeeper-mode one still deleting another topic of 1,000
+// partitions) may answer REQUEST_TIMED_OUT: the creation may have been taken and go on, or
+// not (KRaft's controller queue). The request is sent again until it is answered: a
+// TOPIC_ALREADY_EXISTS then is the earlier request's topic.
 func CreateTopic(ctx context.Context, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) (err error) {
+	timedOut := false
+	for i := 0; ; i++ {
+		err := createTopic(ctx, cl, topic, assignment, configs)
+		switch {
+		case errors.Is(err, kerr.RequestTimedOut) && ctx.Err() == nil:
+			timedOut = true
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(PollDelay(i)):
+			}
+			continue
+		case timedOut && errors.Is(err, kerr.TopicAlreadyExists):
+			return nil
+		}
+		return err
+	}
+}
+
+func createTopic(ctx context.Context, cl *kgo.Client, topic string, assignment [][]int32, configs map[string]string) (err error) {
 	defer func() { err = classify(err) }()
 	req := kmsg.NewPtrCreateTopicsRequest()
 	req.TimeoutMillis = 30000
