@@ -144,7 +144,13 @@ func (c *cluster) createTopic(ctx context.Context, topic string, assignment [][]
 }
 
 // deleteTopic deletes topic and waits until the cluster no longer lists it, so that the
-// next contender plans on the same cluster as this one did.
+// next contender plans on the same cluster as this one did, and until no broker keeps a
+// replica of it. A ZooKeeper-mode controller drops a topic from the metadata first and
+// stops and deletes its replicas after, one broker request at a time: for 1,000
+// partitions that is seconds of work that the next contender's requests would queue
+// behind. Contenders run in a fixed cycle (kafkamender after the floor, the floor after
+// the CLIs, whose JVMs take seconds to start), so without this wait the floor always began
+// on a settled controller and kafkamender never did.
 func (c *cluster) deleteTopic(ctx context.Context, topic string) error {
 	if _, err := c.adm.DeleteTopic(ctx, topic); err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return fmt.Errorf("delete %s: %w", topic, err)
@@ -159,6 +165,17 @@ func (c *cluster) deleteTopic(ctx context.Context, topic string) error {
 				err = errors.New("still listed")
 			}
 			return fmt.Errorf("broker %d: %w", id, err)
+		}
+		dirs, err := c.adm.DescribeAllLogDirs(ctx, nil)
+		if err != nil {
+			return err
+		}
+		for broker, ds := range dirs {
+			for _, d := range ds {
+				if n := len(d.Topics[topic]); n > 0 {
+					return fmt.Errorf("broker %d keeps %d replicas of it in %s", broker, n, d.Dir)
+				}
+			}
 		}
 		return nil
 	})
