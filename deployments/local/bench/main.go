@@ -147,12 +147,18 @@ func run(ctx context.Context, args []string) error {
 		if c.Name == "legacy" {
 			continue
 		}
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+		// The floor's client as the worker's: connections kept 5 minutes (a CLI run takes
+		// longer than franz-go's default 20 s), and a minute for the controller to answer (a
+		// ZooKeeper-mode controller reorders 1,000 partitions in more than kadm's 15 s plus
+		// the client's 10 s, and the floor failed with a read timeout).
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...), kgo.ConnIdleTimeout(5*time.Minute))
 		if err != nil {
 			return err
 		}
 		defer cl.Close()
-		b.clusters[c.Name] = &cluster{Cluster: c, cl: cl, adm: kadm.NewClient(cl), classpath: st.Classpath(c)}
+		adm := kadm.NewClient(cl)
+		adm.SetTimeoutMillis(60_000)
+		b.clusters[c.Name] = &cluster{Cluster: c, cl: cl, adm: adm, classpath: st.Classpath(c)}
 	}
 	b.rows = append(b.rows, []string{"scenario", "cluster", kafkamender, cli, floor, "kafkamender ÷ floor", "kafkamender ÷ CLIs", "goal"})
 	if opts.scenarios["demote"] || opts.scenarios["preferred"] || opts.scenarios["rf"] {
