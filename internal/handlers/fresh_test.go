@@ -73,6 +73,54 @@ func TestFreshReader(t *testing.T) {
 	}
 }
 
+// The read the engine started before the plan (Prefetch) is the plan's first read when it
+// is the read the plan would make (the same topics, the same capabilities) and succeeded,
+// and is held to the floor like any other: a lagging one is read again.
+func TestFreshReaderTakesThePrefetch(t *testing.T) {
+	tp := model.TopicPartition{Topic: "orders", Partition: 0}
+	left := model.Seen{TopicPartition: tp, Replicas: []int32{2, 1}, Leader: 2, LeaderEpoch: 7, Before: []int32{1, 2}}
+	lagging := model.Partition{TopicPartition: tp, Replicas: []int32{1, 2}, Leader: 1, LeaderEpoch: 6}
+	caughtUp := model.Partition{TopicPartition: tp, Replicas: []int32{2, 1}, Leader: 2, LeaderEpoch: 7}
+	api := kafka.Capabilities{ElectLeaders: true, AlterPartitionAssignment: true, ListReassignments: true, IncrementalAlterConfigs: true}
+	snapOf := func(p model.Partition) *model.Snapshot {
+		return &model.Snapshot{Topics: map[string][]model.Partition{p.Topic: {p}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pre    *prefetched
+		reads  int // reads of the cluster besides the prefetch
+		want   []int32
+		script []model.Partition
+	}{
+		{"taken", &prefetched{topics: []string{"orders"}, caps: api, snap: snapOf(caughtUp)}, 0, []int32{2, 1}, []model.Partition{caughtUp}},
+		{"lagging: read again", &prefetched{topics: []string{"orders"}, caps: api, snap: snapOf(lagging)}, 1, []int32{2, 1}, []model.Partition{caughtUp}},
+		{"other topics: read", &prefetched{topics: []string{"payments"}, caps: api, snap: snapOf(caughtUp)}, 1, []int32{2, 1}, []model.Partition{caughtUp}},
+		{"other capabilities: read", &prefetched{topics: []string{"orders"}, caps: kafka.Capabilities{}, snap: snapOf(caughtUp)}, 1, []int32{2, 1}, []model.Partition{caughtUp}},
+		{"failed: read", &prefetched{topics: []string{"orders"}, caps: api, err: context.DeadlineExceeded}, 1, []int32{2, 1}, []model.Partition{caughtUp}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.pre.done = make(chan struct{})
+			close(tc.pre.done)
+			cancelled := false
+			tc.pre.cancel = func() { cancelled = true }
+			r := &reads{script: tc.script}
+			f := newFreshReader(r, []model.Seen{left}, time.Minute, zap.NewNop())
+			f.pre, f.caps = tc.pre, api
+			snap, err := f.Snapshot(t.Context(), "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := snap.Partition(tp)
+			if r.n != tc.reads || !slices.Equal(p.Replicas, tc.want) || !cancelled || f.pre != nil {
+				t.Errorf("%d reads, replicas %v, prefetch let go %v, kept %v; want %d reads, %v", r.n, p.Replicas, cancelled, f.pre != nil, tc.reads, tc.want)
+			}
+			if _, err := f.Snapshot(t.Context(), "orders"); err != nil || r.n != tc.reads+1 {
+				t.Errorf("the next read: %d reads, %v; the prefetch is taken once", r.n, err)
+			}
+		})
+	}
+}
+
 // A read that shows a partition as the operation plans it is never older than the floor:
 // the operation's own change may put it back to what it was before the last operation at
 // the same epoch (KRaft: 1,2,3 → 1,2 → 1,2,3 bumps no leader epoch). Its verification

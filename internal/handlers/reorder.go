@@ -65,6 +65,7 @@ func (o *reorderOp) rd(r *operation.Run) *freshReader {
 	if o.fresh == nil {
 		o.fresh = newFreshReader(o.c.reader(o.caps), r.Floor(), o.h.cfg.VerifyTimeout, r.Log)
 	}
+	o.fresh.prefetch(r, o.caps)
 	if r.Op != nil {
 		o.fresh.plan(r.Entry().Changes)
 	}

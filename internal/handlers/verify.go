@@ -44,6 +44,11 @@ type freshReader struct {
 	// target is the operation's planned replicas of each partition, once it has a plan
 	// (plan).
 	target map[model.TopicPartition][]int32
+
+	// pre is the first Snapshot read, started before the plan by the engine (Prefetch);
+	// caps, the capabilities the reader reads with. Taken by the first Snapshot.
+	pre  *prefetched
+	caps kafka.Capabilities
 }
 
 // clusterReader reads a cluster's placement and its ongoing reassignments (kafka.Reader).
@@ -66,9 +71,27 @@ func newFreshReader(rd clusterReader, floor []model.Seen, wait time.Duration, lo
 	return f
 }
 
-// Snapshot implements snapshotReader.
+// Snapshot implements snapshotReader. The first read may be one started before the plan
+// (prefetch), held to the floor as any other.
 func (f *freshReader) Snapshot(ctx context.Context, topics ...string) (*model.Snapshot, error) {
+	if p := f.pre; p != nil {
+		f.pre = nil
+		if snap := p.take(ctx, f.caps, topics); snap != nil {
+			return f.readFrom(ctx, snap, f.rd.Snapshot, topics)
+		}
+	}
 	return f.read(ctx, f.rd.Snapshot, topics)
+}
+
+// prefetch gives the reader the read the engine started for the run's plan, if any (see
+// operation.Prefetcher), made with the capabilities caps the reader reads with.
+func (f *freshReader) prefetch(r *operation.Run, caps kafka.Capabilities) {
+	if p, ok := r.Prefetched().(*prefetched); ok {
+		if f.pre != nil {
+			f.pre.Discard()
+		}
+		f.pre, f.caps = p, caps
+	}
 }
 
 // placements reads as Snapshot does, without the ongoing reassignments (one request
@@ -83,11 +106,20 @@ func (p placementReader) Snapshot(ctx context.Context, topics ...string) (*model
 }
 
 func (f *freshReader) read(ctx context.Context, read func(context.Context, ...string) (*model.Snapshot, error), topics []string) (*model.Snapshot, error) {
+	return f.readFrom(ctx, nil, read, topics)
+}
+
+// readFrom is read, its first read first (nil: none yet).
+func (f *freshReader) readFrom(ctx context.Context, first *model.Snapshot, read func(context.Context, ...string) (*model.Snapshot, error), topics []string) (*model.Snapshot, error) {
 	deadline := time.Now().Add(f.wait)
 	for i := 0; ; i++ {
-		snap, err := read(ctx, topics...)
-		if err != nil {
-			return nil, err
+		snap := first
+		first = nil
+		if snap == nil {
+			var err error
+			if snap, err = read(ctx, topics...); err != nil {
+				return nil, err
+			}
 		}
 		stale := f.stale(snap)
 		if stale == nil {

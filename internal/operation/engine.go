@@ -321,6 +321,12 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 	defer s.release(log)
 	defer e.cfg.Metrics.OperationStarted(ev.Cluster, time.Now())() // an orphan's first included
 	phase(log, "locked")
+	var pre Prefetch // the fresh plan's first read, while the journal is read; nil once written
+	if pf, ok := e.cfg.Tasks.(Prefetcher); ok && m == modeRun {
+		if pre = pf.Prefetch(s.ctx, ev); pre != nil {
+			defer pre.Discard()
+		}
+	}
 	for {
 		rec, err := e.cfg.Journal.Get(s.ctx, ev.Cluster)
 		if err != nil {
@@ -365,7 +371,7 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 		case act == Replay:
 			return e.replay(s, ev)
 		case act == Fresh:
-			return e.fresh(s, d, res, rec, log)
+			return e.fresh(s, d, res, rec, pre, log)
 		case act == Close:
 			if err := e.cfg.Journal.Close(s.ctx, rec); err != nil {
 				return res, err
@@ -375,6 +381,11 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 			return e.carry(s, d, rec, act, res, log)
 		}
 		// Another event's orphan: resolve it as its own delivery would, then decide again.
+		// What was read before may be older than what resolving it writes.
+		if pre != nil {
+			pre.Discard()
+			pre = nil
+		}
 		if err := e.resolve(s, d, rec, orphan, act, log); err != nil {
 			return res, fmt.Errorf("resolve the operation of event %s left in the journal by worker %s: %w", rec.Event, rec.Worker, err)
 		}
@@ -426,7 +437,7 @@ func (e *Engine) decode(rec *journal.Record, log *zap.Logger) (*events.Event, bo
 
 // fresh runs the event afresh: nothing is in hand on the cluster (prev is its closed entry,
 // or nil).
-func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal.Record, log *zap.Logger) (*events.Result, error) {
+func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal.Record, pre Prefetch, log *zap.Logger) (*events.Result, error) {
 	ev := d.Event()
 	ctx := s.ctx
 	if err := e.cfg.Guard.Refuses(ev); err != nil {
@@ -436,7 +447,7 @@ func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal
 	if err != nil {
 		return answer(res, err)
 	}
-	r := &Run{Event: ev, Result: res, Log: log, lease: s.lease, ctx: ctx, deliv: d, hook: e.cfg.Hook, final: d.LastAttempt()}
+	r := &Run{Event: ev, Result: res, Log: log, lease: s.lease, ctx: ctx, deliv: d, hook: e.cfg.Hook, final: d.LastAttempt(), pre: pre}
 	if prev != nil {
 		r.floor = prev.Left
 	}

@@ -276,6 +276,33 @@ func TestOrphanIsFinishedFirst(t *testing.T) {
 	}
 }
 
+// The plan's first read, started while the journal is read (Prefetcher), is handed to a
+// fresh run's plan; when another event's orphan is resolved first, it is dropped before
+// anything is written, and the plan reads afresh.
+func TestPrefetchOnlyForAFreshPlan(t *testing.T) {
+	r := newRig(t, 6)
+	d1 := r.delivery(r.event(0, 1))
+	r.want(r.deliver(d1), events.StatusSucceeded)
+	id1 := d1.Ev.ID
+	if want := []string{"prefetch " + id1, "plan " + id1 + " prefetched", "discard " + id1}; !slices.Equal(r.tasks.order, want) {
+		t.Fatalf("fresh run: %v, want %v", r.tasks.order, want)
+	}
+
+	r.tasks.order = nil
+	d2 := r.delivery(r.event(2, 3))
+	r.crashAt(operation.StepCopying)
+	if o := r.deliver(d2); !o.crashed {
+		t.Fatal("no crash")
+	}
+	r.tasks.order = nil
+	d3 := r.delivery(r.event(4, 5)).By("w2")
+	r.want(r.deliver(d3), events.StatusSucceeded)
+	id2, id3 := d2.Ev.ID, d3.Ev.ID
+	if want := []string{"prefetch " + id3, "discard " + id3, "resume " + id2, "plan " + id3 + " read"}; !slices.Equal(r.tasks.order, want) {
+		t.Fatalf("after an orphan: %v, want %v", r.tasks.order, want)
+	}
+}
+
 // An orphan whose request no longer decodes (a newer worker's event, a stricter decoder)
 // cannot be carried on: it is rolled back from its entry alone, gets a failed result, and
 // the cluster's events go on.

@@ -150,6 +150,32 @@ type fakeTasks struct {
 	mu     sync.Mutex
 	floors [][]model.Seen // the floor of each run planned or resumed
 	built  []string       // "new <id>", "resume <id>"
+	order  []string       // "prefetch <id>", "discard <id>", "resume <id>", "plan <id> prefetched|read", in turn
+}
+
+// Prefetch implements operation.Prefetcher: it records what the engine does with it.
+func (f *fakeTasks) Prefetch(_ context.Context, ev *events.Event) operation.Prefetch {
+	f.log("prefetch " + ev.ID)
+	return &fakePrefetch{ts: f, id: ev.ID}
+}
+
+func (f *fakeTasks) log(s string) {
+	f.mu.Lock()
+	f.order = append(f.order, s)
+	f.mu.Unlock()
+}
+
+type fakePrefetch struct {
+	ts        *fakeTasks
+	id        string
+	discarded bool
+}
+
+func (p *fakePrefetch) Discard() {
+	if !p.discarded {
+		p.discarded = true
+		p.ts.log("discard " + p.id)
+	}
 }
 
 func (f *fakeTasks) Answer(context.Context, operation.Delivery) (*events.Result, error) {
@@ -174,6 +200,7 @@ func (f *fakeTasks) Resume(_ context.Context, ev *events.Event, e *journal.Entry
 	}
 	f.mu.Lock()
 	f.built = append(f.built, "resume "+e.Event)
+	f.order = append(f.order, "resume "+e.Event)
 	f.mu.Unlock()
 	res.Strategy = e.Strategy
 	return &fakeTask{ts: f, decoded: ev.Payload != nil}, nil
@@ -193,6 +220,11 @@ func (t *fakeTask) Plan(_ context.Context, r *operation.Run, dry bool) (*operati
 	t.ts.mu.Lock()
 	t.ts.floors = append(t.ts.floors, r.Floor())
 	t.ts.mu.Unlock()
+	if p, ok := r.Prefetched().(*fakePrefetch); ok && !p.discarded {
+		t.ts.log("plan " + r.Event.ID + " prefetched")
+	} else {
+		t.ts.log("plan " + r.Event.ID + " read")
+	}
 	replicas, _, _ := t.ts.c.read()
 	p := &operation.Planned{Deadline: time.Now().Add(time.Hour)}
 	for _, i := range t.partitions {

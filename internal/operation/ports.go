@@ -94,6 +94,25 @@ type Tasks interface {
 	Resume(ctx context.Context, ev *events.Event, e *journal.Entry, res *events.Result) (Task, error)
 }
 
+// Prefetcher is implemented by Tasks that can start, in the background, the first read a
+// fresh plan of an event makes, so that it overlaps the engine's read of the journal (one
+// round trip less before the first write). The engine starts it once the lock is held
+// and hands it to the run (Run.Prefetched) only when the event runs fresh with nothing
+// written to the cluster since: otherwise it is discarded. The read is as new as one made
+// after the journal's: both are made under the lock, and the plan holds either to what the
+// cluster's last operation left (Run.Floor).
+type Prefetcher interface {
+	// Prefetch starts the read for ev, or returns nil when ev's plan has none to start. It
+	// must not block.
+	Prefetch(ctx context.Context, ev *events.Event) Prefetch
+}
+
+// Prefetch is a read started by a Prefetcher, for the task's plan to use.
+type Prefetch interface {
+	// Discard stops the read if it still runs and lets it go.
+	Discard()
+}
+
 // Task is one event's operation.
 type Task interface {
 	// Plan reads the cluster and plans, writing nothing. For a fresh run (dry false) it may

@@ -37,7 +37,16 @@ type Run struct {
 	ctx   context.Context // the delivery's context, also ended when the lock is lost
 	deliv Delivery
 	hook  func(string)
-	final bool // a transient failure now is final
+	final bool     // a transient failure now is final
+	pre   Prefetch // the plan's first read, started under the lock (Prefetcher)
+}
+
+// Prefetched hands over the read the engine started for the plan of a fresh run (see
+// Prefetcher), once: nil when there is none, or it was handed over already.
+func (r *Run) Prefetched() Prefetch {
+	p := r.pre
+	r.pre = nil
+	return p
 }
 
 // Entry is the journal entry (the run must be journaled).
