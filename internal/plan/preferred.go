@@ -117,9 +117,9 @@ type PreferredLeaderRequest struct {
 //   - a partition the request names that does not exist, or that does not have the
 //     broker as a replica: the whole request is rejected;
 //   - the broker already heads the replicas and leads: noop;
-//   - the broker is not in the ISR: skipped (a preferred election would fail), unless it
-//     is up and its replica is not offline (it is catching up, as after a restart):
-//     blocked;
+//   - the broker is not in the ISR (a preferred election would fail): blocked, whether it
+//     is up and catching up or down (restarting, or a whole cluster coming back: its
+//     brokers register one by one); the caller skips it after its wait;
 //   - the partition is being reassigned, or has no leader (offline: its replicas are
 //     down, or the cluster is coming back): blocked (wait and plan again);
 //   - the broker heads the replicas but does not lead: an election only.
@@ -165,12 +165,11 @@ func PreferredLeader(s *model.Snapshot, req PreferredLeaderRequest) (Plan, error
 			plan.Noop = append(plan.Noop, p.TopicPartition)
 		case p.Reassigning(), p.Leader < 0:
 			plan.Blocked = append(plan.Blocked, p.TopicPartition)
-		case !p.InSync(req.Broker) && catchingUp(s, p, req.Broker):
-			// Up and not offline for this partition, only behind (a broker, or a whole
-			// cluster, just restarted): wait for it to catch up, as for an offline one.
-			plan.Blocked = append(plan.Blocked, p.TopicPartition)
 		case !p.InSync(req.Broker):
-			plan.Skipped = append(plan.Skipped, Skip{TopicPartition: p.TopicPartition, Reason: fmt.Sprintf("broker %d is not in the ISR %v: a preferred election would fail", req.Broker, p.ISR), Code: SkipNotInSync})
+			// Behind, or down: a broker, or a whole cluster, restarting comes back within
+			// the wait, as an offline partition's leader does. One gone for good is
+			// skipped after it.
+			plan.Blocked = append(plan.Blocked, p.TopicPartition)
 		default:
 			after := slices.Clone(p.Replicas)
 			i := slices.Index(after, req.Broker)
@@ -185,11 +184,4 @@ func PreferredLeader(s *model.Snapshot, req PreferredLeaderRequest) (Plan, error
 		return Plan{}, reject("broker %d is not a replica of any partition of topic %q", req.Broker, req.Topic)
 	}
 	return plan, nil
-}
-
-// catchingUp reports whether broker's replica of p, out of the ISR, may soon be back in it:
-// the broker is up (in the snapshot's brokers) and its replica is not offline.
-func catchingUp(s *model.Snapshot, p model.Partition, broker int32) bool {
-	_, up := s.Brokers[broker]
-	return up && !slices.Contains(p.Offline, broker)
 }
