@@ -40,6 +40,7 @@ func legacyCopying(t *testing.T, r *rig, topic string) {
 // throttles the first worker set.
 func TestKillDuringTheLegacyCopy(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	env.LockBrokerThrottles(t)
 	r := newRig(t, env, "legacy")
 	topic := r.topic("rf", [][]int32{{1, 2}}, 6_000_000, nil)
@@ -68,6 +69,7 @@ func TestKillDuringTheLegacyCopy(t *testing.T) {
 // asked (the copy finished by itself); the event has its one result.
 func TestKillWhileAwaitingTheLegacyCopy(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	env.LockBrokerThrottles(t)
 	r := newRig(t, env, "legacy")
 	topic := r.topic("rf", [][]int32{{1, 2}}, 6_000_000, nil)

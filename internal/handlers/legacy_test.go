@@ -35,6 +35,7 @@ import (
 // lists exactly what a fresh read shows changed, and nothing is left.
 func TestLegacyPreferredLeader(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	for _, tc := range []struct {
 		cluster string
 		asked   kafka.Strategy
@@ -72,6 +73,7 @@ func TestLegacyPreferredLeader(t *testing.T) {
 // an in-sync replica, through /admin/reassign_partitions and ElectLeaders.
 func TestLegacyBrokerOverloaded(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	f := newFleet(t, env, "legacy")
 	f.start("worker-1")
 	cl := env.Kafka(t, "legacy")
@@ -169,6 +171,7 @@ func sampleCopy(t *testing.T, env *testenv.Env, topic string, partitions int, in
 // Every record is readable after each step, and each result is what a fresh read shows.
 func TestLegacyReplicationFactorThrottled(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "legacy")
 	f.start("worker-1")
@@ -341,6 +344,7 @@ func legacySlowReassignment(t *testing.T, env *testenv.Env) string {
 // changes nothing. Without ListPartitionReassignments (2.4) the worker reads the znode.
 func TestLegacyReplicationFactorWaitsForForeignReassignment(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "legacy")
 	f.start("worker-1")
@@ -375,6 +379,7 @@ func TestLegacyReplicationFactorWaitsForForeignReassignment(t *testing.T) {
 // ends as asked: the copy finished by itself.
 func TestLegacyReplicationFactorTimeoutLeavesTheCopyRunning(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "legacy")
 	f.start("worker-1")
@@ -430,6 +435,7 @@ func TestLegacyReplicationFactorTimeoutLeavesTheCopyRunning(t *testing.T) {
 // stayed until some later event of the cluster came, days later on a quiet cluster.)
 func TestLegacyStopWhileAwaitingTheCopy(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "legacy")
 	awaiting := onStep(t, operation.StepAwaitingReassignments)

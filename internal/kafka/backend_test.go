@@ -102,6 +102,9 @@ func TestReorderAndElectZKNudge(t *testing.T) {
 func testReorderAndElect(t *testing.T, env *testenv.Env, cases []strategyCase) {
 	for _, tc := range cases {
 		t.Run(tc.String(), func(t *testing.T) {
+			if tc.cluster == "legacy" {
+				env.LockLegacyReassignments(t)
+			}
 			cl := env.Kafka(t, tc.cluster)
 			c := env.Cluster(t, tc.cluster)
 			topic := testenv.Name(t, "reorder")

@@ -157,6 +157,7 @@ func (w *countingWriter) sizes() []int {
 // way.
 func TestZKReassignBatchesLand(t *testing.T) {
 	env := testenv.Get(t)
+	env.LockLegacyReassignments(t)
 	const cluster = "legacy"
 	cl := env.Kafka(t, cluster)
 	c := env.Cluster(t, cluster)

@@ -503,6 +503,13 @@ func (e *Env) LockWorkerAddr(t testing.TB) { e.flock(t, "tests.worker-addr") }
 // each be right and together leave a value behind. Held until the test ends.
 func (e *Env) LockBrokerThrottles(t testing.TB) { e.flock(t, "tests.throttles") }
 
+// LockLegacyReassignments serialises, across test processes, the tests that reassign
+// partitions of the legacy cluster (Kafka 2.3): it has one /admin/reassign_partitions for
+// the whole cluster, so another test's reassignment there is a foreign one that the worker
+// waits for (a fresh-clone run timed an event out waiting for another package's shed).
+// Take it before LockBrokerThrottles. Held until the test ends.
+func (e *Env) LockLegacyReassignments(t testing.TB) { e.flock(t, "tests.legacy-reassignments") }
+
 // flock takes an exclusive file lock next to the stack's state until the test ends.
 func (e *Env) flock(t testing.TB, name string) {
 	t.Helper()
