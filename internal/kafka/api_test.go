@@ -7,7 +7,7 @@ import (
 
 func TestPollDelay(t *testing.T) {
 	ms := time.Millisecond
-	for i, want := range []time.Duration{20 * ms, 40 * ms, 80 * ms, 160 * ms, 200 * ms, 200 * ms, 200 * ms} {
+	for i, want := range []time.Duration{5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 200 * ms, 200 * ms} {
 		if got := PollDelay(i); got != want {
 			t.Errorf("PollDelay(%d) = %s, want %s", i, got, want)
 		}

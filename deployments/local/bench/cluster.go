@@ -20,10 +20,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
-// pollEvery is how often the bench (and the floor) read the cluster while waiting for it
-// to show something: short, so that waiting adds little to what is measured.
-const pollEvery = 20 * time.Millisecond
-
 // cluster is one Kafka cluster of the stack, as the bench reaches it.
 type cluster struct {
 	stack.Cluster
@@ -51,11 +47,12 @@ func ledBy(b int32, brokers []int32, n int) [][]int32 {
 	return out
 }
 
-// until calls check every pollEvery until it returns nil, or fails with its last error
+// until calls check, pausing as kafkamender does between its reads (kafka.PollDelay: the
+// floor waits as the worker waits), until it returns nil, or fails with its last error
 // when timeout passes.
 func until(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
 	deadline := time.Now().Add(timeout)
-	for {
+	for i := 0; ; i++ {
 		err := check(ctx)
 		if err == nil {
 			return nil
@@ -66,7 +63,7 @@ func until(ctx context.Context, timeout time.Duration, what string, check func(c
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(pollEvery):
+		case <-time.After(kafka.PollDelay(i)):
 		}
 	}
 }

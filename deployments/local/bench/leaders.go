@@ -91,7 +91,7 @@ func (b *bench) runs(ctx context.Context, what string, c *cluster, assignment []
 					err = didPlan(res, p)
 				}
 				if err == nil && b.opts.trace {
-					err = b.writeTrace(id, res.StartedAt, heard)
+					err = b.writeTrace(id, start, res.StartedAt, heard)
 				}
 				if err == nil {
 					before, after, ok := overhead(b.w.rec.since(res.StartedAt), c.Name, res.StartedAt, heard)
@@ -203,8 +203,10 @@ func (n *natsConn) clearCoolDown(ctx context.Context, clusterName string) error 
 
 // writeTrace writes the worker's Kafka requests between an event's receipt and its result
 // heard, one a line, with the milliseconds since the receipt.
-func (b *bench) writeTrace(id string, received, heard time.Time) error {
-	var lines []string
+func (b *bench) writeTrace(id string, start, received, heard time.Time) error {
+	// Before the receipt: the bench's subscription to the result, the event's publication
+	// (stored and acknowledged by JetStream) and its delivery to the worker.
+	lines := []string{fmt.Sprintf("%9.1f ms  event sent (the clock starts)", -float64(received.Sub(start).Microseconds())/1000)}
 	for _, c := range b.w.rec.since(received) {
 		if c.at.After(heard) {
 			continue
