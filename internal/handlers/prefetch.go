@@ -12,8 +12,8 @@ import (
 
 // Prefetch implements operation.Prefetcher for preferred-leader events: the read their
 // plan makes first (the topic's placement and its ongoing reassignments), started while
-// the engine reads the journal. Other events' plans read more, or take longer than one
-// round trip saved is worth: they start none.
+// the engine takes the lock and reads the journal. Other events' plans read more, or take
+// longer than the round trips saved are worth: they start none.
 func (h *Handlers) Prefetch(ctx context.Context, ev *events.Event) operation.Prefetch {
 	req, ok := ev.Payload.(*events.ReplicaChange)
 	c := h.cfg.Clusters[ev.Cluster]

@@ -307,6 +307,20 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 	ev := d.Event()
 	log := e.eventLog(ev)
 	phase(log, "locking")
+	// The fresh plan's first read starts beside the lock and the journal read (Prefetcher);
+	// nil once discarded.
+	var pre Prefetch
+	if pf, ok := e.cfg.Tasks.(Prefetcher); ok && m == modeRun {
+		pre = pf.Prefetch(ctx, ev)
+	}
+	discard := func() {
+		if pre != nil {
+			pre.Discard()
+			pre = nil
+		}
+	}
+	defer func() { discard() }()
+	locking := time.Now()
 	s, replay, err := e.acquire(ctx, d, log)
 	if err != nil {
 		return res, err
@@ -321,11 +335,9 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 	defer s.release(log)
 	defer e.cfg.Metrics.OperationStarted(ev.Cluster, time.Now())() // an orphan's first included
 	phase(log, "locked")
-	var pre Prefetch // the fresh plan's first read, while the journal is read; nil once written
-	if pf, ok := e.cfg.Tasks.(Prefetcher); ok && m == modeRun {
-		if pre = pf.Prefetch(s.ctx, ev); pre != nil {
-			defer pre.Discard()
-		}
+	if time.Since(locking) > prefetchLockWait {
+		// The lock was busy (or slow): the read is older than this turn; the plan reads.
+		discard()
 	}
 	for {
 		rec, err := e.cfg.Journal.Get(s.ctx, ev.Cluster)
@@ -382,10 +394,7 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 		}
 		// Another event's orphan: resolve it as its own delivery would, then decide again.
 		// What was read before may be older than what resolving it writes.
-		if pre != nil {
-			pre.Discard()
-			pre = nil
-		}
+		discard()
 		if err := e.resolve(s, d, rec, orphan, act, log); err != nil {
 			return res, fmt.Errorf("resolve the operation of event %s left in the journal by worker %s: %w", rec.Event, rec.Worker, err)
 		}
@@ -745,6 +754,13 @@ func (e *Engine) await(r *Run, t Task) error {
 
 // phase logs (debug) that an operation reached a phase: where an event's time goes, read
 // with the timestamps (the benchmark's -trace puts them beside the Kafka requests).
+// prefetchLockWait bounds the time the lock may take for the plan's prefetched read (made
+// as the lock was asked for) to count as made under it: a lock taken at once means no
+// operation of the fleet ran between the read and this turn, and the read is as new as one
+// made after the lock but for the lock's own round trips (the plan holds it to Run.Floor
+// all the same). A lock that was busy, or slow, sends the plan to read afresh.
+const prefetchLockWait = 50 * time.Millisecond
+
 func phase(log *zap.Logger, name string) { log.Debug("phase: " + name) }
 
 func joinNotes(a, b string) string {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
@@ -300,6 +301,38 @@ func TestPrefetchOnlyForAFreshPlan(t *testing.T) {
 	id2, id3 := d2.Ev.ID, d3.Ev.ID
 	if want := []string{"prefetch " + id3, "discard " + id3, "resume " + id2, "plan " + id3 + " read"}; !slices.Equal(r.tasks.order, want) {
 		t.Fatalf("after an orphan: %v, want %v", r.tasks.order, want)
+	}
+}
+
+// The plan's first read starts as the lock is asked for: when the lock was busy (another
+// event's operation ran meanwhile), the read is older than the event's turn and is
+// dropped; the plan reads afresh.
+func TestPrefetchDroppedAfterABusyLock(t *testing.T) {
+	r := newRig(t, 2)
+	r.locks.Wait = time.Minute
+	other, err := r.locks.Acquire(t.Context(), cluster, "someone-else")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.delivery(r.event(0, 1))
+	done := make(chan outcome, 1)
+	go func() { done <- r.deliver(d) }()
+	// The lock is given up only once the delivery asked for it (its read started) and the
+	// time a lock taken at once may take has passed.
+	asked := time.Now()
+	for !slices.Contains(r.tasks.snapshotOrder(), "prefetch "+d.Ev.ID) && time.Since(asked) < 10*time.Second {
+		time.Sleep(time.Millisecond) // (an engine that reads only once locked never does)
+	}
+	for time.Since(asked) <= 2*operation.PrefetchLockWait {
+		time.Sleep(time.Millisecond)
+	}
+	if err := other.Release(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.want(<-done, events.StatusSucceeded)
+	id := d.Ev.ID
+	if want := []string{"prefetch " + id, "discard " + id, "plan " + id + " read"}; !slices.Equal(r.tasks.snapshotOrder(), want) {
+		t.Fatalf("after a busy lock: %v, want %v", r.tasks.snapshotOrder(), want)
 	}
 }
 

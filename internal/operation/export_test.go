@@ -18,3 +18,6 @@ func (e *Engine) ReplayedDelivery(ctx context.Context, d Delivery) error { retur
 func (e *Engine) AbandonDelivery(ctx context.Context, d Delivery, reason string) (*events.Result, error) {
 	return e.abandon(ctx, d, reason)
 }
+
+// PrefetchLockWait is how long the lock may take for a prefetched read to be kept.
+const PrefetchLockWait = prefetchLockWait

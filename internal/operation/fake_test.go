@@ -159,6 +159,13 @@ func (f *fakeTasks) Prefetch(_ context.Context, ev *events.Event) operation.Pref
 	return &fakePrefetch{ts: f, id: ev.ID}
 }
 
+// snapshotOrder is a copy of order, safe beside a delivery running.
+func (f *fakeTasks) snapshotOrder() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.order)
+}
+
 func (f *fakeTasks) log(s string) {
 	f.mu.Lock()
 	f.order = append(f.order, s)

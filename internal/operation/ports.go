@@ -95,12 +95,14 @@ type Tasks interface {
 }
 
 // Prefetcher is implemented by Tasks that can start, in the background, the first read a
-// fresh plan of an event makes, so that it overlaps the engine's read of the journal (one
-// round trip less before the first write). The engine starts it once the lock is held
-// and hands it to the run (Run.Prefetched) only when the event runs fresh with nothing
-// written to the cluster since: otherwise it is discarded. The read is as new as one made
-// after the journal's: both are made under the lock, and the plan holds either to what the
-// cluster's last operation left (Run.Floor).
+// fresh plan of an event makes, so that it overlaps the engine's taking of the lock and
+// read of the journal (their round trips off the path to the first write). The engine
+// starts it as it asks for the lock and hands it to the run (Run.Prefetched) only when the
+// lock was taken at once (within prefetchLockWait: no operation of the fleet ran between
+// the read and this turn) and the event runs fresh with nothing written to the cluster
+// since: otherwise it is discarded, and the plan reads. The read is then as new as one
+// made under the lock but for the lock's own round trips, and the plan holds it, like any
+// read, to what the cluster's last operation left (Run.Floor).
 type Prefetcher interface {
 	// Prefetch starts the read for ev, or returns nil when ev's plan has none to start. It
 	// must not block.

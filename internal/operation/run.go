@@ -38,7 +38,7 @@ type Run struct {
 	deliv Delivery
 	hook  func(string)
 	final bool     // a transient failure now is final
-	pre   Prefetch // the plan's first read, started under the lock (Prefetcher)
+	pre   Prefetch // the plan's first read, started as the lock was asked for (Prefetcher)
 }
 
 // Prefetched hands over the read the engine started for the plan of a fresh run (see
