@@ -201,8 +201,9 @@ func (n *natsConn) clearCoolDown(ctx context.Context, clusterName string) error 
 	return nil
 }
 
-// writeTrace writes the worker's Kafka requests between an event's receipt and its result
-// heard, one a line, with the milliseconds since the receipt.
+// writeTrace writes the worker's Kafka requests and the engine's phases between an event's
+// receipt and its result heard, one a line, with the milliseconds since the receipt; the
+// first line is the event's publication (start), before it.
 func (b *bench) writeTrace(id string, start, received, heard time.Time) error {
 	// Before the receipt: the bench's subscription to the result, the event's publication
 	// (stored and acknowledged by JetStream) and its delivery to the worker.
