@@ -32,6 +32,10 @@ type Change struct {
 	DirBefore string `json:"dir_before,omitempty"`
 	DirAfter  string `json:"dir_after,omitempty"`
 	Bytes     int64  `json:"bytes,omitempty"`
+
+	// Note explains something about this change in words, e.g. why a replaced broker's
+	// partition now spans fewer racks (broker-failed, broker-drain).
+	Note string `json:"note,omitempty"`
 }
 
 // Reordered reports whether the change reorders the replicas (else it only elects).

@@ -31,7 +31,7 @@ const (
 // SkipCodes lists every code the planners and the verification give skipped partitions.
 func SkipCodes() []SkipCode {
 	return []SkipCode{SkipNotReplica, SkipNotInSync, SkipNoCandidate, SkipReassigning, SkipCapped,
-		SkipElectionFailed, SkipUnverified, SkipNoLeader, SkipProtected}
+		SkipElectionFailed, SkipUnverified, SkipNoLeader, SkipProtected, SkipNoSpare}
 }
 
 // Protected reports whether a topic is protected by a guardrail

@@ -128,20 +128,15 @@ func ReplicationFactor(s *model.Snapshot, req RFRequest) (Plan, error) {
 		}
 	}
 	if len(raises) > 0 {
-		ra := newRFRaiser(c, parts, ids, raises, factor)
+		wants := make([]rfWant, len(raises))
+		for i, k := range raises {
+			p := &parts[ids[k]]
+			wants[i] = rfWant{p: p, pos: k, old: p.Replicas, add: factor - len(p.Replicas), prefer: -1}
+		}
+		ra := newRFRaiser(c, wants)
 		ra.greedy()
 		ra.repair()
-		arena := make([]int32, len(raises)*factor) // one backing array for every new AR
-		for i := range ra.parts {
-			x := &ra.parts[i]
-			a := arena[:0:factor]
-			arena = arena[factor:]
-			a = append(a, x.p.Replicas...)
-			for _, d := range ra.fresh[x.lo:x.hi] {
-				a = append(a, c.ids[d])
-			}
-			after[x.pos] = a
-		}
+		ra.appended(after, factor)
 	}
 	n, size := 0, 0
 	for k, a := range after {
@@ -320,37 +315,51 @@ type rfRaiser struct {
 
 type rfRaise struct {
 	p      *model.Partition
-	pos    int     // position in the selected partitions
-	old    []int32 // live existing replicas, dense
+	pos    int     // the caller's position of the partition (rfWant.pos)
+	keep   []int32 // the replicas kept, in order (broker ids; rfWant.old)
+	old    []int32 // live replicas kept, dense
 	lo, hi int32
 	level  int32 // L (see rfRaiser)
+	// forced is the rack (number) that must take one of the left-over replicas (see
+	// rfWant.prefer), or -1.
+	forced int32
 	cands  int32 // candidate brokers of its first new replica (greedy order)
 }
 
-func newRFRaiser(c *rfCluster, parts []model.Partition, ids []int32, raises []int, factor int) *rfRaiser {
+// rfWant asks for add new replicas beside old, the replicas a partition keeps (broker
+// ids, in order; brokers not live count in no rack). prefer is a rack (number) that one
+// of them should go to when rule 1 lets it choose among racks (the rack of a replica
+// being replaced), or -1.
+type rfWant struct {
+	p      *model.Partition
+	pos    int
+	old    []int32
+	add    int
+	prefer int32
+}
+
+func newRFRaiser(c *rfCluster, wants []rfWant) *rfRaiser {
 	nr := len(c.rackSize)
-	ra := &rfRaiser{c: c, parts: make([]rfRaise, len(raises)), e: make([]int32, nr), f: make([]int32, nr), mark: make([]uint32, len(c.ids))}
+	ra := &rfRaiser{c: c, parts: make([]rfRaise, len(wants)), e: make([]int32, nr), f: make([]int32, nr), mark: make([]uint32, len(c.ids))}
 	n, o := 0, 0
-	for _, k := range raises {
-		p := &parts[ids[k]]
-		n += factor - len(p.Replicas)
-		o += len(p.Replicas)
+	for _, w := range wants {
+		n += w.add
+		o += len(w.old)
 	}
 	ra.fresh, ra.owner = make([]int32, n), make([]int32, n)
 	olds := make([]int32, 0, o)
 	n = 0
-	for i, k := range raises {
-		p := &parts[ids[k]]
+	for i, w := range wants {
 		x := &ra.parts[i]
-		x.p, x.pos = p, k
+		x.p, x.pos, x.keep, x.forced = w.p, w.pos, w.old, -1
 		lo := len(olds)
-		for _, r := range p.Replicas {
+		for _, r := range w.old {
 			if d, ok := c.index.get(r); ok && !slices.Contains(olds[lo:], d) {
 				olds = append(olds, d)
 			}
 		}
 		x.old = olds[lo:len(olds):len(olds)]
-		x.lo, x.hi = int32(n), int32(n+factor-len(p.Replicas))
+		x.lo, x.hi = int32(n), int32(n+w.add)
 		for j := x.lo; j < x.hi; j++ {
 			ra.owner[j] = int32(i)
 			ra.fresh[j] = -1
@@ -358,6 +367,11 @@ func newRFRaiser(c *rfCluster, parts []model.Partition, ids []int32, raises []in
 		n = int(x.hi)
 		ra.load(i)
 		x.level = ra.waterLevel(x.hi - x.lo)
+		if w.prefer >= 0 && ra.leftOver(x) > 0 {
+			if lo, hi := ra.bounds(x, w.prefer); hi > lo {
+				x.forced = w.prefer
+			}
+		}
 		low := int32(math.MaxInt32)
 		for d := range c.ids {
 			if !ra.member(int32(d)) {
@@ -414,14 +428,45 @@ func (ra *rfRaiser) waterLevel(delta int32) int32 {
 	return level
 }
 
-// bounds returns lo[r] and hi[r] of the loaded partition, whose level is level.
-func (ra *rfRaiser) bounds(r, level int32) (lo, hi int32) {
-	e, size := ra.e[r], ra.c.rackSize[r]
+// bounds returns lo[r] and hi[r] of x, the loaded partition. The rack x.forced gets a
+// left-over replica for sure: its lo is raised to its hi.
+func (ra *rfRaiser) bounds(x *rfRaise, r int32) (lo, hi int32) {
+	e, size, level := ra.e[r], ra.c.rackSize[r], x.level
 	lo = max(e, min(size, level))
 	if e <= level && level < size {
+		if r == x.forced {
+			return lo + 1, lo + 1
+		}
 		return lo, lo + 1
 	}
 	return lo, lo
+}
+
+// leftOver returns how many of x's new replicas rule 1 leaves to racks at the level
+// (x loaded, forced not yet set).
+func (ra *rfRaiser) leftOver(x *rfRaise) int32 {
+	n := x.hi - x.lo
+	for r := range int32(len(ra.c.rackSize)) {
+		lo, _ := ra.bounds(x, r)
+		n -= lo - ra.e[r]
+	}
+	return n
+}
+
+// appended sets after[x.pos] of every partition to its kept replicas followed by its new
+// ones (arena: every new AR has at most size replicas).
+func (ra *rfRaiser) appended(after [][]int32, size int) {
+	arena := make([]int32, len(ra.parts)*size) // one backing array for every new AR
+	for i := range ra.parts {
+		x := &ra.parts[i]
+		a := arena[:0:size]
+		arena = arena[size:]
+		a = append(a, x.keep...)
+		for _, d := range ra.fresh[x.lo:x.hi] {
+			a = append(a, ra.c.ids[d])
+		}
+		after[x.pos] = a
+	}
 }
 
 // greedy places every new replica: partitions with the fewest candidates first (then in
@@ -438,15 +483,24 @@ func (ra *rfRaiser) greedy() {
 		x := &ra.parts[i]
 		ra.load(int(i))
 		for j := x.lo; j < x.hi; j++ {
+			// A rack's key is twice its replicas of the partition, less one for the forced
+			// rack until it has its left-over replica: it wins the ties at the level.
+			key := func(r int32) int32 {
+				k := 2 * ra.f[r]
+				if r == x.forced && ra.f[r] <= x.level {
+					k--
+				}
+				return k
+			}
 			low := int32(math.MaxInt32)
 			for d := range c.ids {
 				if !ra.member(int32(d)) {
-					low = min(low, ra.f[c.rackOf[d]])
+					low = min(low, key(c.rackOf[d]))
 				}
 			}
 			best := int32(-1)
 			for d := range int32(len(c.ids)) {
-				if !ra.member(d) && ra.f[c.rackOf[d]] == low && (best < 0 || c.load[d] < c.load[best]) {
+				if !ra.member(d) && key(c.rackOf[d]) == low && (best < 0 || c.load[d] < c.load[best]) {
 					best = d
 				}
 			}
@@ -494,14 +548,14 @@ func (ra *rfRaiser) repair() {
 		ra.load(i)
 		for _, u := range ra.fresh[x.lo:x.hi] {
 			a := c.rackOf[u]
-			loA, _ := ra.bounds(a, x.level)
+			loA, _ := ra.bounds(x, a)
 			leave := ra.f[a] > loA
 			row := can[int(u)*nb : (int(u)+1)*nb]
 			for v := range int32(nb) {
 				if ra.member(v) {
 					continue
 				}
-				if r := c.rackOf[v]; r == a || leave && ra.enters(r, x.level) {
+				if r := c.rackOf[v]; r == a || leave && ra.enters(x, r) {
 					row[v] += sign
 				}
 			}
@@ -509,20 +563,6 @@ func (ra *rfRaiser) repair() {
 	}
 	for i := range ra.parts {
 		contrib(i, 1)
-	}
-	// movable reports whether fresh[j] (on u) may move to v as the partition is now.
-	movable := func(j int32, u, v int32) bool {
-		x := &ra.parts[ra.owner[j]]
-		ra.load(int(ra.owner[j]))
-		if ra.member(v) {
-			return false
-		}
-		a, r := c.rackOf[u], c.rackOf[v]
-		if a == r {
-			return true
-		}
-		loA, _ := ra.bounds(a, x.level)
-		return ra.f[a] > loA && ra.enters(r, x.level)
 	}
 	move := func(j int32, v int32) {
 		i := int(ra.owner[j])
@@ -591,7 +631,7 @@ func (ra *rfRaiser) repair() {
 			for v := t; v != u; v = parent[v] {
 				x, j := parent[v], int32(-1)
 				for k := len(on[x]) - 1; k >= 0; k-- {
-					if movable(on[x][k], x, v) {
+					if ra.movable(on[x][k], x, v) {
 						j = on[x][k]
 						break
 					}
@@ -618,9 +658,9 @@ func (ra *rfRaiser) repair() {
 	}
 }
 
-// enters reports whether rack r of the loaded partition, at level, may take one more
-// replica within its bounds.
-func (ra *rfRaiser) enters(r, level int32) bool {
-	_, hi := ra.bounds(r, level)
+// enters reports whether rack r of x, the loaded partition, may take one more replica
+// within its bounds.
+func (ra *rfRaiser) enters(x *rfRaise, r int32) bool {
+	_, hi := ra.bounds(x, r)
 	return ra.f[r] < hi
 }

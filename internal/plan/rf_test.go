@@ -738,7 +738,7 @@ func greedyOnlyWorse(s *model.Snapshot, req RFRequest, got Plan) bool {
 	parts := s.Topics[req.Topic]
 	ids, _ := rfPartitions(parts, req)
 	c := newRFCluster(s)
-	var raises []int
+	var wants []rfWant
 	for k, id := range ids {
 		p := &parts[id]
 		switch {
@@ -746,13 +746,13 @@ func greedyOnlyWorse(s *model.Snapshot, req RFRequest, got Plan) bool {
 		case len(p.Replicas) > req.Factor:
 			c.trim(p, len(p.Replicas)-req.Factor)
 		default:
-			raises = append(raises, k)
+			wants = append(wants, rfWant{p: p, pos: k, old: p.Replicas, add: req.Factor - len(p.Replicas), prefer: -1})
 		}
 	}
-	if len(raises) == 0 {
+	if len(wants) == 0 {
 		return false
 	}
-	ra := newRFRaiser(c, parts, ids, raises, req.Factor)
+	ra := newRFRaiser(c, wants)
 	ra.greedy()
 	_, planned := rfLoads(s, got, func(Change) bool { return true })
 	return slices.Compare(sortedDesc(c.load), sortedDesc(planned)) > 0
