@@ -82,9 +82,15 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 		} else {
 			// A replication-factor raise says how many bytes each partition's new replicas copied.
 			copied := slices.ContainsFunc(r.Changes, func(c events.Change) bool { return c.Bytes > 0 })
+			// A replaced broker's partition may say why it spans fewer racks (broker-failed,
+			// broker-drain).
+			noted := slices.ContainsFunc(r.Changes, func(c events.Change) bool { return c.Note != "" })
 			header := "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER"
 			if copied {
 				header += "\tBYTES COPIED"
+			}
+			if noted {
+				header += "\tNOTE"
 			}
 			fmt.Fprintln(tw, header)
 			for _, c := range r.Changes {
@@ -92,6 +98,9 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 					replicas(c.ReplicasAfter), leader(c.LeaderBefore), leader(c.LeaderAfter))
 				if copied {
 					fmt.Fprintf(tw, "\t%s", formatBytes(c.Bytes))
+				}
+				if noted {
+					fmt.Fprintf(tw, "\t%s", orDash(strings.ReplaceAll(c.Note, "\n", "; ")))
 				}
 				fmt.Fprintln(tw)
 			}

@@ -57,6 +57,16 @@ var sampleResults = map[string]events.Result{
 			{TopicPartition: tp("events", 1), ReplicasBefore: []int32{2, 3}, ReplicasAfter: []int32{2, 3, 1}, LeaderBefore: 2, LeaderAfter: 2, Bytes: 1536},
 		},
 	},
+	"result-broker-failed": {
+		ID: "bf-3", Type: events.TypeBrokerFailed, Cluster: "local", Status: events.StatusPartial,
+		Strategy: "api", Attempt: 1, Worker: "host-1234", StartedAt: started, FinishedAt: started.Add(95 * time.Second),
+		Changes: []events.Change{
+			{TopicPartition: tp("orders", 0), ReplicasBefore: []int32{3, 1, 2}, ReplicasAfter: []int32{4, 1, 2}, LeaderBefore: 1, LeaderAfter: 1, Bytes: 3 << 20},
+			{TopicPartition: tp("orders", 5), ReplicasBefore: []int32{1, 3}, ReplicasAfter: []int32{1, 2}, LeaderBefore: 1, LeaderAfter: 1, Bytes: 1 << 20,
+				Note: "spans 1 rack instead of 2: no live broker outside rack a is free"},
+		},
+		Skipped: []events.Skip{{TopicPartition: tp("logs", 0), Reason: "every other live broker already holds a replica", Code: "no_spare_broker"}},
+	},
 	"result-failed": {
 		ID: "f-3", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusFailed,
 		Error: "gave up after 10 attempts: not controller", Strategy: "zk-reassign", Attempt: 10,

@@ -7,6 +7,8 @@
 //	emitter preferred-leader --cluster local --topic orders --broker 2 --partition 1 --wait
 //	emitter broker-overloaded --cluster local --broker 1 --dry-run --wait
 //	emitter replication-factor --cluster local --topic orders --rf 3 --throttle 50MiB --wait
+//	emitter broker-failed --cluster local --broker 3 --rack eu-west-1a --throttle 50MiB --wait
+//	emitter broker-added --cluster local --brokers 4,5,6 --dry-run --wait
 //	emitter result --id a1b2
 //
 // Run emitter --help for the whole story. Exit status: 0 ok, 1 failure (or a
@@ -80,10 +82,14 @@ func run(ctx context.Context, args []string, e env) int {
 		"broker-overloaded":  runBrokerOverloaded,
 		"replication-factor": runReplicationFactor,
 		"logdir-move":        runLogDirMove,
+		"broker-failed":      runBrokerFailed,
+		"broker-drain":       runBrokerDrain,
+		"broker-added":       runBrokerAdded,
 		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
-	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move", "result":
+	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
+		"broker-failed", "broker-drain", "broker-added", "result":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -126,6 +132,9 @@ Usage:
     emitter broker-overloaded --cluster CLUSTER --broker BROKER [flags]
     emitter replication-factor --cluster CLUSTER --topic TOPIC --rf N [flags]
     emitter logdir-move --cluster CLUSTER --broker ID [flags]
+    emitter broker-failed --cluster CLUSTER --broker ID [flags]
+    emitter broker-drain --cluster CLUSTER --broker ID [flags]
+    emitter broker-added --cluster CLUSTER --broker ID [--broker ID...] [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
     emitter --version
@@ -149,6 +158,16 @@ Commands:
                       broker (a logdir-move-requested event): one replica, or a
                       balance of the fullest directory into the emptiest;
                       --wait shows the copy's progress, --dry-run the plan
+    broker-failed     recreate on the other brokers every replica of a broker that
+                      is gone for good (a broker-failed event; refused while the
+                      broker is alive), throttled; --wait shows the copy's
+                      progress, --dry-run the plan
+    broker-drain      empty a live broker: shed its leadership, then copy its
+                      replicas to other brokers (a broker-drain event), throttled;
+                      --wait and --dry-run as for broker-failed
+    broker-added      move onto new or empty brokers the fewest replicas and
+                      leaders that even out the cluster (a broker-added event),
+                      throttled; --wait and --dry-run as for broker-failed
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

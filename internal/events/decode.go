@@ -24,7 +24,8 @@ type Event struct {
 	Envelope
 	// Cluster and Type come from the subject (and were checked against the envelope).
 	Cluster string
-	// Payload is *BrokerOverloaded, *ReplicaChange or *LogDirMove, by Type.
+	// Payload is *BrokerOverloaded, *ReplicaChange, *LogDirMove, *BrokerFailed,
+	// *BrokerDrain or *BrokerAdded, by Type.
 	Payload any
 }
 
@@ -41,6 +42,12 @@ func (e *Event) DryRun() bool {
 	case *ReplicaChange:
 		return p.DryRun
 	case *LogDirMove:
+		return p.DryRun
+	case *BrokerFailed:
+		return p.DryRun
+	case *BrokerDrain:
+		return p.DryRun
+	case *BrokerAdded:
 		return p.DryRun
 	}
 	return false
@@ -86,6 +93,60 @@ type LogDirMove struct {
 	Timeout Duration `json:"timeout,omitzero"`
 	DryRun  bool     `json:"dry_run,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
+}
+
+// BrokerFailed is the data of a broker-failed event.
+type BrokerFailed struct {
+	Cluster string `json:"cluster,omitempty"`
+	Broker  *int32 `json:"broker"`
+	// Rack is the failed broker's rack, when known: the broker is gone from the metadata,
+	// and its replacements go to its rack where that keeps each partition's rack spread.
+	Rack                string `json:"rack,omitempty"`
+	ThrottleBytesPerSec int64  `json:"throttle_bytes_per_sec,omitempty"`
+	// Timeout bounds the whole repair across retries (default: the worker's
+	// replication_factor.timeout).
+	Timeout Duration `json:"timeout,omitzero"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// BrokerDrain is the data of a broker-drain event.
+type BrokerDrain struct {
+	Cluster string `json:"cluster,omitempty"`
+	Broker  *int32 `json:"broker"`
+	// Topics, when given, limits the drain to these topics (a partial drain). Default:
+	// every topic.
+	Topics              []string `json:"topics,omitempty"`
+	ThrottleBytesPerSec int64    `json:"throttle_bytes_per_sec,omitempty"`
+	// Timeout bounds the whole drain across retries (default: the worker's
+	// replication_factor.timeout).
+	Timeout Duration `json:"timeout,omitzero"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// BrokerAdded is the data of a broker-added event: Broker or Brokers (exactly one).
+type BrokerAdded struct {
+	Cluster string  `json:"cluster,omitempty"`
+	Broker  *int32  `json:"broker,omitempty"`
+	Brokers []int32 `json:"brokers,omitempty"`
+	// Topics, when given, limits the move to these topics: only their replicas count and
+	// only they move (spread some topics onto the new brokers). Default: every topic.
+	Topics              []string `json:"topics,omitempty"`
+	ThrottleBytesPerSec int64    `json:"throttle_bytes_per_sec,omitempty"`
+	// Timeout bounds the whole rebalance across retries (default: the worker's
+	// replication_factor.timeout).
+	Timeout Duration `json:"timeout,omitzero"`
+	DryRun  bool     `json:"dry_run,omitempty"`
+	Reason  string   `json:"reason,omitempty"`
+}
+
+// Added returns the brokers a broker-added event names (Broker or Brokers).
+func (p *BrokerAdded) Added() []int32 {
+	if p.Broker != nil {
+		return []int32{*p.Broker}
+	}
+	return p.Brokers
 }
 
 // Duration is a Go duration written as a string ("90s", "15m").
@@ -437,6 +498,12 @@ func newPayload(typ string) any {
 		return &ReplicaChange{}
 	case TypeLogDirMoveRequested:
 		return &LogDirMove{}
+	case TypeBrokerFailed:
+		return &BrokerFailed{}
+	case TypeBrokerDrain:
+		return &BrokerDrain{}
+	case TypeBrokerAdded:
+		return &BrokerAdded{}
 	}
 	return nil
 }
@@ -470,6 +537,12 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 	case *ReplicaChange:
 		err = p.validate()
 	case *LogDirMove:
+		err = p.validate()
+	case *BrokerFailed:
+		err = p.validate()
+	case *BrokerDrain:
+		err = p.validate()
+	case *BrokerAdded:
 		err = p.validate()
 	}
 	return payload, err
@@ -585,8 +658,38 @@ func dataCluster(p any) string {
 		return p.Cluster
 	case *LogDirMove:
 		return p.Cluster
+	case *BrokerFailed:
+		return p.Cluster
+	case *BrokerDrain:
+		return p.Cluster
+	case *BrokerAdded:
+		return p.Cluster
 	}
 	return ""
+}
+
+// checkThrottle checks the throttle_bytes_per_sec of a request: 0 (the worker's default)
+// or more, at most MaxSafeInteger.
+func checkThrottle(v int64) []error {
+	var errs []error
+	if v < 0 {
+		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", v))
+	}
+	if err := overMax("throttle_bytes_per_sec", v); err != nil {
+		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
+	}
+	return errs
+}
+
+// checkBroker checks the broker id of data.<field>, which is required.
+func checkBroker(field string, broker *int32) error {
+	switch {
+	case broker == nil:
+		return fmt.Errorf("data.%s: required", field)
+	case *broker < 0:
+		return fmt.Errorf("data.%s: %d is not a broker id", field, *broker)
+	}
+	return nil
 }
 
 // checkReason checks the reason of a request, if it has one.
@@ -667,12 +770,7 @@ func (p *ReplicaChange) validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("data.strategy: unknown strategy %s (want auto, api, zk-reassign or zk-nudge)", clip(p.Strategy)))
 	}
-	if p.ThrottleBytesPerSec < 0 {
-		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
-	}
-	if err := overMax("throttle_bytes_per_sec", p.ThrottleBytesPerSec); err != nil {
-		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
-	}
+	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
 	return errors.Join(errs...)
 }
 
@@ -709,12 +807,63 @@ func (p *LogDirMove) validate() error {
 	case !single && p.FromDir != "" && p.FromDir == p.ToDir:
 		errs = append(errs, fmt.Errorf("data: from_dir and to_dir are the same directory %s", clip(p.FromDir)))
 	}
-	if p.ThrottleBytesPerSec < 0 {
-		errs = append(errs, fmt.Errorf("data.throttle_bytes_per_sec: %d: must not be negative", p.ThrottleBytesPerSec))
+	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
+	return errors.Join(errs...)
+}
+
+func (p *BrokerFailed) validate() error {
+	errs := []error{checkReason(p.Reason), checkBroker("broker", p.Broker)}
+	if err := checkText(p.Rack, MaxTextLength); err != nil {
+		errs = append(errs, fmt.Errorf("data.rack: %w", err))
 	}
-	if err := overMax("throttle_bytes_per_sec", p.ThrottleBytesPerSec); err != nil {
-		errs = append(errs, fmt.Errorf("%w (2^53-1, the largest integer every JSON reader holds exactly)", err))
+	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
+	return errors.Join(errs...)
+}
+
+func (p *BrokerDrain) validate() error {
+	errs := []error{checkReason(p.Reason), checkBroker("broker", p.Broker)}
+	errs = append(errs, checkTopicNames(p.Topics)...)
+	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
+	return errors.Join(errs...)
+}
+
+// checkTopicNames checks the names of a topics list.
+func checkTopicNames(topics []string) []error {
+	var errs []error
+	for i, t := range topics {
+		if err := CheckTopicName(t); err != nil {
+			errs = append(errs, fmt.Errorf("data.topics[%d]: %s: %w", i, clip(t), err))
+		}
 	}
+	return errs
+}
+
+func (p *BrokerAdded) validate() error {
+	errs := []error{checkReason(p.Reason)}
+	switch {
+	case p.Broker != nil && p.Brokers != nil:
+		errs = append(errs, errors.New("data.broker and data.brokers: give one of them"))
+	case p.Broker == nil && p.Brokers == nil:
+		errs = append(errs, errors.New("data.broker or data.brokers: required"))
+	}
+	if p.Broker != nil {
+		errs = append(errs, checkBroker("broker", p.Broker))
+	}
+	if p.Brokers != nil && len(p.Brokers) == 0 {
+		errs = append(errs, errors.New("data.brokers: empty list (name at least one broker)"))
+	}
+	seen := make(map[int32]int, len(p.Brokers))
+	for i, b := range p.Brokers {
+		if b < 0 {
+			errs = append(errs, fmt.Errorf("data.brokers[%d]: %d is not a broker id", i, b))
+			continue
+		}
+		if seen[b]++; seen[b] == 2 { // once for any number of repeats
+			errs = append(errs, fmt.Errorf("data.brokers: broker %d is listed twice", b))
+		}
+	}
+	errs = append(errs, checkTopicNames(p.Topics)...)
+	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
 	return errors.Join(errs...)
 }
 

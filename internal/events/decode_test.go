@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -280,6 +281,8 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 		{"timeout out of range", tRC, mkEvent(tRC, `{"topic":"o","replication_factor":2,"timeout":"`+strings.Repeat("9", 20_000)+`h"}`)},
 		{"dirs", tLD, mkEvent(tLD, `{"broker":1,"from_dir":"/`+huge+`","to_dir":"/`+huge+`"}`)},
 		{"relative dir", tLD, mkEvent(tLD, `{"broker":1,"to_dir":`+str+`}`)},
+		{"rack", tBF, mkEvent(tBF, `{"broker":1,"rack":`+str+`}`)},
+		{"brokers", tBA, mkEvent(tBA, `{"brokers":[1`+strings.Repeat("0", 20_000)+`]}`)},
 	} {
 		_, err := Decode(Subject("local", tc.typ), nil, []byte(tc.body), DecodeOptions{})
 		if err == nil {
@@ -301,6 +304,7 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 	}
 	for _, tc := range []schemaCase{
 		{"many bad topics", tBO, mkEvent(tBO, `{"broker":1,"topics":[`+many(`"a %d"`, MaxListedTopics)+`]}`)},
+		{"many repeated brokers", tBA, mkEvent(tBA, `{"brokers":[`+repeatJSON(`7`, MaxListedBrokers/2)+`,`+many(`-%d`, MaxListedBrokers/2)+`]}`)},
 		{"many nulls", tRC, mkEvent(tRC, `{"topic":"o","preferred_leader":1,"partitions":[`+repeatJSON(`null`, MaxListedPartitions)+`]}`)},
 		{"many unknown fields", tBO, mkEvent(tBO, `{"broker":1,`+many(`"x%d":1`, 10_000)+`}`)},
 		{"many repeated members", tBO, mkEvent(tBO, `{"broker":1}`, many(`"a%[1]d":1,"a%[1]d":2`, 10_000))},
@@ -315,5 +319,103 @@ func TestRejectionMessagesAreBounded(t *testing.T) {
 	}
 	if _, err := Decode("kafkamender.events."+huge+".broker-overloaded", nil, []byte(mkEvent(tBO, `{"broker":1}`)), DecodeOptions{}); err == nil || len(err.Error()) > 2048 {
 		t.Errorf("subject: %.300v", err)
+	}
+}
+
+// broker-failed, broker-drain and broker-added: what each takes, and every problem of what
+// it refuses, each in its words.
+func TestDecodeBrokerEvents(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	for _, tc := range []struct {
+		name, typ, data string
+		want            []string // the rejection's lines; none: accepted
+	}{
+		{"failed", tBF, `{"broker":3,"rack":"eu-west-1a","throttle_bytes_per_sec":1048576,"timeout":"4h","dry_run":true,"reason":"gone"}`, nil},
+		{"failed, broker only", tBF, `{"broker":0}`, nil},
+		{"failed, no broker", tBF, `{"rack":"a"}`, []string{"data.broker: required"}},
+		{"failed, negative broker", tBF, `{"broker":-1}`, []string{"data.broker: -1 is not a broker id"}},
+		{"failed, rack with a newline", tBF, `{"broker":3,"rack":"a\nb"}`, []string{"data.rack: a control character (U+000A) at byte 1"}},
+		{"failed, rack over its limit", tBF, `{"broker":3,"rack":"` + strings.Repeat("r", MaxTextLength+1) + `"}`, []string{"data.rack: 1025 characters, over the limit of 1024"}},
+		{"failed, negative throttle", tBF, `{"broker":3,"throttle_bytes_per_sec":-5}`, []string{"data.throttle_bytes_per_sec: -5: must not be negative"}},
+		{"failed, throttle over 2^53-1", tBF, `{"broker":3,"throttle_bytes_per_sec":9007199254740992}`,
+			[]string{"data.throttle_bytes_per_sec: 9007199254740992 is over the limit of 9007199254740991 (2^53-1, the largest integer every JSON reader holds exactly)"}},
+		{"failed, broker beyond int32", tBF, `{"broker":2147483648}`, []string{"data.broker: 2147483648 is out of range (0 to 2147483647)"}},
+		{"failed, zero timeout", tBF, `{"broker":3,"timeout":"0s"}`, []string{`data: "0s": must be positive`}},
+		{"failed, every problem", tBF, `{"broker":-2,"rack":"\u0000","throttle_bytes_per_sec":-1,"reason":"a\tb"}`, []string{
+			"data.reason: a control character (U+0009) at byte 1", "data.broker: -2 is not a broker id",
+			"data.rack: a control character (U+0000) at byte 0", "data.throttle_bytes_per_sec: -1: must not be negative"}},
+		{"drain", tBD, `{"broker":2,"throttle_bytes_per_sec":1000,"timeout":"90m","reason":"maintenance"}`, nil},
+		{"drain, no broker", tBD, `{}`, []string{"data.broker: required"}},
+		{"drain, negative broker and throttle", tBD, `{"broker":-1,"throttle_bytes_per_sec":-1}`, []string{
+			"data.broker: -1 is not a broker id", "data.throttle_bytes_per_sec: -1: must not be negative"}},
+		{"drain, rack", tBD, `{"broker":2,"rack":"a"}`, []string{`data: unknown field "rack"`}},
+		{"added, one broker", tBA, `{"broker":4,"throttle_bytes_per_sec":1000,"timeout":"3h"}`, nil},
+		{"added, brokers", tBA, `{"brokers":[4,5,6],"dry_run":true}`, nil},
+		{"added, neither", tBA, `{"reason":"r"}`, []string{"data.broker or data.brokers: required"}},
+		{"added, both", tBA, `{"broker":4,"brokers":[5]}`, []string{"data.broker and data.brokers: give one of them"}},
+		{"added, negative broker", tBA, `{"broker":-4}`, []string{"data.broker: -4 is not a broker id"}},
+		{"added, empty list", tBA, `{"brokers":[]}`, []string{"data.brokers: empty list (name at least one broker)"}},
+		{"added, negative listed broker", tBA, `{"brokers":[4,-1]}`, []string{"data.brokers[1]: -1 is not a broker id"}},
+		{"added, listed twice", tBA, `{"brokers":[3,4,3,3,4]}`, []string{"data.brokers: broker 3 is listed twice", "data.brokers: broker 4 is listed twice"}},
+		{"added, listed broker beyond int32", tBA, `{"brokers":[2147483648]}`, []string{"data.brokers: 2147483648 is out of range (0 to 2147483647)"}},
+		{"added, null in the list", tBA, `{"brokers":[4,null]}`, []string{"data.brokers[1]: null: a list holds no nulls"}},
+		{"added, over the cap", tBA, `{"brokers":[` + repeatJSON(`1`, MaxListedBrokers+1) + `]}`, []string{"data.brokers: 1001 entries, over the limit of 1000"}},
+		{"added, every problem", tBA, `{"broker":-1,"brokers":[-2,5,5],"throttle_bytes_per_sec":-3}`, []string{
+			"data.broker and data.brokers: give one of them", "data.broker: -1 is not a broker id",
+			"data.brokers[0]: -2 is not a broker id", "data.brokers: broker 5 is listed twice",
+			"data.throttle_bytes_per_sec: -3: must not be negative"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(Subject("local", tc.typ), nil, []byte(mkEvent(tc.typ, tc.data)), opts)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := fmt.Sprintf("%T", ev.Payload); got != fmt.Sprintf("%T", newPayload(tc.typ)) {
+					t.Errorf("payload %s", got)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Decode takes %s", tc.data)
+			}
+			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tc.want) {
+				t.Errorf("rejection:\n%s\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// The payloads of the broker events read back as sent: DryRun, data.cluster, Added.
+func TestBrokerEventPayloads(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	decode := func(typ, data string) *Event {
+		t.Helper()
+		ev, err := Decode(Subject("local", typ), nil, []byte(mkEvent(typ, data)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	ev := decode(tBF, `{"cluster":"local","broker":3,"rack":"r1","throttle_bytes_per_sec":100,"timeout":"2h","dry_run":true,"reason":"x"}`)
+	bf := ev.Payload.(*BrokerFailed)
+	if *bf.Broker != 3 || bf.Rack != "r1" || bf.ThrottleBytesPerSec != 100 || bf.Timeout.Duration != 2*time.Hour || !ev.DryRun() || bf.Reason != "x" || dataCluster(bf) != "local" {
+		t.Errorf("broker-failed: %+v", bf)
+	}
+	ev = decode(tBD, `{"cluster":"local","broker":2,"dry_run":true}`)
+	if bd := ev.Payload.(*BrokerDrain); *bd.Broker != 2 || !ev.DryRun() || dataCluster(bd) != "local" {
+		t.Errorf("broker-drain: %+v", bd)
+	}
+	ev = decode(tBA, `{"cluster":"local","broker":4}`)
+	if ba := ev.Payload.(*BrokerAdded); !slices.Equal(ba.Added(), []int32{4}) || ev.DryRun() || dataCluster(ba) != "local" {
+		t.Errorf("broker-added: %+v, added %v", ba, ba.Added())
+	}
+	ev = decode(tBA, `{"brokers":[6,4,5],"dry_run":true}`)
+	if ba := ev.Payload.(*BrokerAdded); !slices.Equal(ba.Added(), []int32{6, 4, 5}) || !ev.DryRun() {
+		t.Errorf("broker-added: %+v, added %v", ba, ba.Added())
+	}
+	if _, err := Decode(Subject("local", tBD), nil, []byte(mkEvent(tBD, `{"cluster":"kraft","broker":2}`)), opts); err == nil ||
+		!strings.Contains(err.Error(), `data.cluster: "kraft" does not match the subject's cluster "local"`) {
+		t.Errorf("data.cluster of another cluster: %v", err)
 	}
 }

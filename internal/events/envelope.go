@@ -35,6 +35,9 @@ const (
 	TypeBrokerOverloaded       = "broker-overloaded"
 	TypeReplicaChangeRequested = "replica-change-requested"
 	TypeLogDirMoveRequested    = "logdir-move-requested"
+	TypeBrokerFailed           = "broker-failed"
+	TypeBrokerDrain            = "broker-drain"
+	TypeBrokerAdded            = "broker-added"
 )
 
 // TypeInfo describes one event type.
@@ -49,6 +52,9 @@ func Types() []TypeInfo {
 		{TypeBrokerOverloaded, "move partition leadership off a broker (preferred-replica swap, then one preferred election)"},
 		{TypeReplicaChangeRequested, "make a broker the preferred leader of partitions, or raise/lower a topic's replication factor"},
 		{TypeLogDirMoveRequested, "move replicas between the log directories (disks) of one broker"},
+		{TypeBrokerFailed, "recreate every replica of a broker that is gone for good on the other brokers (refused while the broker is alive)"},
+		{TypeBrokerDrain, "empty a live broker: shed its leadership, then copy its replicas elsewhere, throttled"},
+		{TypeBrokerAdded, "move onto new or empty brokers the fewest replicas and leaders that even out the cluster"},
 	}
 }
 

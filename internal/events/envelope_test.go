@@ -155,7 +155,7 @@ func TestValidToken(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested"}
+	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested", "broker-failed", "broker-drain", "broker-added"}
 	types := Types()
 	if len(types) != len(want) {
 		t.Fatalf("Types() has %d entries, want %d", len(types), len(want))
@@ -204,6 +204,10 @@ func TestDataField(t *testing.T) {
 		{TypeBrokerOverloaded, "nope", "", false},
 		{TypeReplicaChangeRequested, "partitions", "[]integer", true},
 		{TypeReplicaChangeRequested, "timeout", "duration", true},
+		{TypeBrokerFailed, "rack", "string", true},
+		{TypeBrokerDrain, "rack", "", false},
+		{TypeBrokerAdded, "brokers", "[]integer", true},
+		{TypeBrokerAdded, "broker", "integer", true},
 		{"no-such-type", "broker", "", false},
 	} {
 		got, ok := DataField(tc.typ, tc.field)

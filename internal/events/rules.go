@@ -208,18 +208,22 @@ const (
 	MaxListedPartitions = 100_000
 	// MaxListedTopics bounds the lists topics and exclude_topics.
 	MaxListedTopics = 10_000
+	// MaxListedBrokers bounds the list brokers (broker-added): far more brokers than a
+	// cluster adds at once.
+	MaxListedBrokers = 1000
 )
 
 // intRanges are the smallest and largest value of each integer field of the data (of each
-// element, for partitions), by JSON name.
+// element, for partitions and brokers), by JSON name.
 var intRanges = map[string][2]int64{
 	"broker": {0, math.MaxInt32}, "preferred_leader": {0, math.MaxInt32}, "partition": {0, math.MaxInt32},
-	"partitions": {0, math.MaxInt32}, "max_partitions": {0, MaxSafeInteger},
+	"partitions": {0, math.MaxInt32}, "brokers": {0, math.MaxInt32}, "max_partitions": {0, MaxSafeInteger},
 	"throttle_bytes_per_sec": {0, MaxSafeInteger}, "replication_factor": {1, MaxReplicationFactor},
 }
 
 // listCaps are the most entries of each list field of the data, by JSON name.
-var listCaps = map[string]int{"partitions": MaxListedPartitions, "topics": MaxListedTopics, "exclude_topics": MaxListedTopics}
+var listCaps = map[string]int{"partitions": MaxListedPartitions, "topics": MaxListedTopics, "exclude_topics": MaxListedTopics,
+	"brokers": MaxListedBrokers}
 
 // overMax returns an error naming field when v is over its largest value, else nil.
 func overMax(field string, v int64) error {

@@ -875,6 +875,9 @@ const (
 	tBO = TypeBrokerOverloaded
 	tRC = TypeReplicaChangeRequested
 	tLD = TypeLogDirMoveRequested
+	tBF = TypeBrokerFailed
+	tBD = TypeBrokerDrain
+	tBA = TypeBrokerAdded
 )
 
 // schemaCase is an event and its type (the subject's).
@@ -1094,6 +1097,60 @@ var invalidEvents = []schemaCase{
 	{"ld: timeout not a duration", tLD, mkEvent(tLD, `{"broker":1,"timeout":"an hour"}`)},
 	{"ld: unknown field", tLD, mkEvent(tLD, `{"broker":1,"disk":"/a"}`)},
 	{"ld: partitions (plural)", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partitions":[2],"to_dir":"/b"}`)},
+
+	// broker-failed and broker-drain data.
+	{"bf: no broker", tBF, mkEvent(tBF, `{"rack":"a"}`)},
+	{"bf: null broker", tBF, mkEvent(tBF, `{"broker":null}`)},
+	{"bf: negative broker", tBF, mkEvent(tBF, `{"broker":-1}`)},
+	{"bf: broker beyond int32", tBF, mkEvent(tBF, `{"broker":2147483648}`)},
+	{"bf: broker a string", tBF, mkEvent(tBF, `{"broker":"3"}`)},
+	{"bf: brokers (plural)", tBF, mkEvent(tBF, `{"broker":3,"brokers":[3]}`)},
+	{"bf: rack a number", tBF, mkEvent(tBF, `{"broker":3,"rack":1}`)},
+	{"bf: rack with a newline", tBF, mkEvent(tBF, `{"broker":3,"rack":"a\nb"}`)},
+	{"bf: rack with a C1 control character", tBF, mkEvent(tBF, `{"broker":3,"rack":"a\u0085"}`)},
+	{"bf: rack over 1024 characters", tBF, mkEvent(tBF, `{"broker":3,"rack":"`+strings.Repeat("r", MaxTextLength+1)+`"}`)},
+	{"bf: negative throttle", tBF, mkEvent(tBF, `{"broker":3,"throttle_bytes_per_sec":-1}`)},
+	{"bf: throttle over 2^53-1", tBF, mkEvent(tBF, `{"broker":3,"throttle_bytes_per_sec":9007199254740992}`)},
+	{"bf: throttle a fraction", tBF, mkEvent(tBF, `{"broker":3,"throttle_bytes_per_sec":1.5}`)},
+	{"bf: timeout zero", tBF, mkEvent(tBF, `{"broker":3,"timeout":"0s"}`)},
+	{"bf: timeout negative", tBF, mkEvent(tBF, `{"broker":3,"timeout":"-1h"}`)},
+	{"bf: timeout a number", tBF, mkEvent(tBF, `{"broker":3,"timeout":3600}`)},
+	{"bf: reason with a tab", tBF, mkEvent(tBF, `{"broker":3,"reason":"a\tb"}`)},
+	{"bf: dry_run a string", tBF, mkEvent(tBF, `{"broker":3,"dry_run":"true"}`)},
+	{"bf: unknown field", tBF, mkEvent(tBF, `{"broker":3,"topics":["o"]}`)},
+	{"bf: field in another case", tBF, mkEvent(tBF, `{"broker":3,"Rack":"a"}`)},
+	{"bf: cluster not a token", tBF, mkEvent(tBF, `{"broker":3,"cluster":"a.b"}`)},
+	{"bd: no broker", tBD, mkEvent(tBD, `{"dry_run":true}`)},
+	{"bd: negative broker", tBD, mkEvent(tBD, `{"broker":-2}`)},
+	{"bd: broker a fraction", tBD, mkEvent(tBD, `{"broker":2.5}`)},
+	{"bd: rack (a broker-failed field)", tBD, mkEvent(tBD, `{"broker":2,"rack":"a"}`)},
+	{"bd: negative throttle", tBD, mkEvent(tBD, `{"broker":2,"throttle_bytes_per_sec":-1}`)},
+	{"bd: throttle over 2^53-1", tBD, mkEvent(tBD, `{"broker":2,"throttle_bytes_per_sec":9007199254740992}`)},
+	{"bd: timeout not a duration", tBD, mkEvent(tBD, `{"broker":2,"timeout":"2 hours"}`)},
+	{"bd: reason over 1024 characters", tBD, mkEvent(tBD, `{"broker":2,"reason":"`+strings.Repeat("r", MaxTextLength+1)+`"}`)},
+
+	// broker-added data.
+	{"ba: neither broker nor brokers", tBA, mkEvent(tBA, `{"reason":"r"}`)},
+	{"ba: empty data", tBA, mkEvent(tBA, `{}`)},
+	{"ba: both null", tBA, mkEvent(tBA, `{"broker":null,"brokers":null}`)},
+	{"ba: both", tBA, mkEvent(tBA, `{"broker":4,"brokers":[5]}`)},
+	{"ba: broker and an empty list", tBA, mkEvent(tBA, `{"broker":4,"brokers":[]}`)},
+	{"ba: empty list", tBA, mkEvent(tBA, `{"brokers":[]}`)},
+	{"ba: negative broker", tBA, mkEvent(tBA, `{"broker":-1}`)},
+	{"ba: broker beyond int32", tBA, mkEvent(tBA, `{"broker":2147483648}`)},
+	{"ba: negative broker in the list", tBA, mkEvent(tBA, `{"brokers":[4,-1]}`)},
+	{"ba: listed broker beyond int32", tBA, mkEvent(tBA, `{"brokers":[2147483648]}`)},
+	{"ba: listed broker a fraction", tBA, mkEvent(tBA, `{"brokers":[4.5]}`)},
+	{"ba: listed broker a string", tBA, mkEvent(tBA, `{"brokers":["4"]}`)},
+	{"ba: null in the list", tBA, mkEvent(tBA, `{"brokers":[4,null]}`)},
+	{"ba: a broker listed twice", tBA, mkEvent(tBA, `{"brokers":[4,5,4]}`)},
+	{"ba: a broker listed twice, once as 4.0", tBA, mkEvent(tBA, `{"brokers":[4,4.0]}`)},
+	{"ba: brokers over the cap", tBA, mkEvent(tBA, `{"brokers":[`+repeatJSON(`1`, MaxListedBrokers+1)+`]}`)},
+	{"ba: brokers not a list", tBA, mkEvent(tBA, `{"brokers":4}`)},
+	{"ba: broker a list", tBA, mkEvent(tBA, `{"broker":[4]}`)},
+	{"ba: negative throttle", tBA, mkEvent(tBA, `{"broker":4,"throttle_bytes_per_sec":-1}`)},
+	{"ba: timeout not a duration", tBA, mkEvent(tBA, `{"broker":4,"timeout":"soon"}`)},
+	{"ba: rack (a broker-failed field)", tBA, mkEvent(tBA, `{"broker":4,"rack":"a"}`)},
 }
 
 // validEvents are events the decoder takes, at the edges of what it takes: the schemas must
@@ -1163,6 +1220,36 @@ var validEvents = []schemaCase{
 	{"ld: explicit", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","dry_run":true,"reason":"r"}`)},
 	{"ld: explicit, empty from_dir", tLD, mkEvent(tLD, `{"broker":1,"topic":"o","partition":0,"to_dir":"/b","from_dir":""}`)},
 	{"ld: empty topic and null partition (a balance)", tLD, mkEvent(tLD, `{"broker":1,"topic":"","partition":null,"from_dir":"/a"}`)},
+	{"bf: broker only", tBF, mkEvent(tBF, `{"broker":3}`)},
+	{"bf: broker 0", tBF, mkEvent(tBF, `{"broker":0}`)},
+	{"bf: broker at int32's limit", tBF, mkEvent(tBF, `{"broker":2147483647}`)},
+	{"bf: everything", tBF, mkEvent(tBF, `{"cluster":"local","broker":3,"rack":"eu-west-1a","throttle_bytes_per_sec":52428800,"timeout":"4h","dry_run":true,"reason":"gone"}`)},
+	{"bf: rack of 1024 characters, none ASCII", tBF, mkEvent(tBF, `{"broker":3,"rack":"`+strings.Repeat("\u00e9", MaxTextLength)+`"}`)},
+	{"bf: rack with spaces and dots", tBF, mkEvent(tBF, `{"broker":3,"rack":"rack 1/room.b"}`)},
+	{"bf: empty rack", tBF, mkEvent(tBF, `{"broker":3,"rack":""}`)},
+	{"bf: nulls", tBF, mkEvent(tBF, `{"broker":3,"rack":null,"throttle_bytes_per_sec":null,"dry_run":null,"reason":null,"cluster":null}`)},
+	{"bf: throttle at 2^53-1", tBF, mkEvent(tBF, `{"broker":3,"throttle_bytes_per_sec":9007199254740991}`)},
+	{"bf: throttle 0 (the default)", tBF, mkEvent(tBF, `{"broker":3,"throttle_bytes_per_sec":0}`)},
+	{"bf: broker written 3.0", tBF, mkEvent(tBF, `{"broker":3.0}`)},
+	{"bd: broker only", tBD, mkEvent(tBD, `{"broker":2}`)},
+	{"bd: everything", tBD, mkEvent(tBD, `{"cluster":"","broker":2,"throttle_bytes_per_sec":1048576,"timeout":"90m","dry_run":false,"reason":"maintenance"}`)},
+	{"bd: throttle at 2^53-1", tBD, mkEvent(tBD, `{"broker":2,"throttle_bytes_per_sec":9007199254740991}`)},
+	{"ba: one broker", tBA, mkEvent(tBA, `{"broker":4}`)},
+	{"ba: broker 0", tBA, mkEvent(tBA, `{"broker":0}`)},
+	{"ba: brokers", tBA, mkEvent(tBA, `{"brokers":[4,5,6],"throttle_bytes_per_sec":20971520,"timeout":"3h","dry_run":true,"reason":"rack c"}`)},
+	{"ba: one listed broker", tBA, mkEvent(tBA, `{"brokers":[0]}`)},
+	{"ba: broker and null brokers", tBA, mkEvent(tBA, `{"broker":4,"brokers":null}`)},
+	{"ba: brokers and null broker", tBA, mkEvent(tBA, `{"broker":null,"brokers":[4,2147483647]}`)},
+	{"ba: brokers at the cap", tBA, mkEvent(tBA, `{"brokers":[`+brokerList(MaxListedBrokers)+`]}`)},
+}
+
+// brokerList is n distinct broker ids, comma-separated.
+func brokerList(n int) string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = strconv.Itoa(i)
+	}
+	return strings.Join(ids, ",")
 }
 
 // schemaBlindRules are the decoder's rules that no JSON Schema can state (why): an event
@@ -1339,6 +1426,9 @@ func FuzzSchemaAndDecoderAgree(f *testing.F) {
 	f.Add(typeIndex(tBO), []byte(mkEvent(tBO, `{"broker":1,"topics":["a"]}`, `"datacontenttype":"application/json; a=\"b\""`)), uint8(1), "x", []byte(`"text"`), false)
 	f.Add(typeIndex(tLD), []byte(mkEvent(tLD, `{"broker":1,"from_dir":"/a"}`)), uint8(2), "partition", []byte(`3`), true)
 	f.Add(typeIndex(tLD), []byte(mkEvent(tLD, `{"broker":1,"to_dir":"/a/b"}`)), uint8(2), "to_dir", []byte(`"/a/.."`), false)
+	f.Add(typeIndex(tBA), []byte(mkEvent(tBA, `{"brokers":[4,5]}`)), uint8(2), "broker", []byte(`4`), false)
+	f.Add(typeIndex(tBA), []byte(mkEvent(tBA, `{"broker":4}`)), uint8(2), "brokers", []byte(`[5,5.0]`), true)
+	f.Add(typeIndex(tBF), []byte(mkEvent(tBF, `{"broker":3,"rack":"a"}`)), uint8(2), "rack", []byte(`"a\u0085"`), false)
 
 	f.Fuzz(func(t *testing.T, typ uint8, body []byte, where uint8, name string, value []byte, binary bool) {
 		ti := types[int(typ)%len(types)].Name

@@ -31,7 +31,7 @@ var schemaKeywords = map[string]string{
 	"type": "", "const": "", "enum": "", "anyOf": "", "allOf": "", "oneOf": "", "not": "",
 	"if": "", "then": "", "else": "",
 	"properties": "object", "patternProperties": "object", "required": "object", "additionalProperties": "object", "propertyNames": "object",
-	"items": "array", "minItems": "array", "maxItems": "array",
+	"items": "array", "minItems": "array", "maxItems": "array", "uniqueItems": "array",
 	"minimum": "number", "maximum": "number",
 	"minLength": "string", "maxLength": "string", "pattern": "string", "format": "string",
 }

@@ -45,7 +45,7 @@ func TestClassifyLegacyAndAPI(t *testing.T) {
 		part(6, []int32{2, 3}, []int32{2, 3}),                                                                  // changed by someone else
 		legacy(part(7, []int32{1, 2, 3}, []int32{1, 2, 3}), []int32{1, 2}),                                     // our trim, running
 	}}}
-	st := classify(snap, e)
+	st := classify(snap, e, nil)
 	names := func(chs []plan.Change) []string { return tpsOf(chs) }
 	skips := map[string]plan.SkipCode{}
 	for _, s := range st.skips {

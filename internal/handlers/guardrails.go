@@ -16,12 +16,16 @@ import (
 )
 
 // namedTopics are the topics an event names explicitly: replica-change-requested's and
-// logdir-move-requested's topic, broker-overloaded's topics.
+// logdir-move-requested's topic, broker-overloaded's, broker-drain's and broker-added's topics.
 func namedTopics(payload any) []string {
 	switch req := payload.(type) {
 	case *events.ReplicaChange:
 		return []string{req.Topic}
 	case *events.BrokerOverloaded:
+		return req.Topics
+	case *events.BrokerAdded:
+		return req.Topics
+	case *events.BrokerDrain:
 		return req.Topics
 	case *events.LogDirMove:
 		if req.Topic != "" {
@@ -37,6 +41,12 @@ func asked(payload any) (time.Duration, int64) {
 	case *events.ReplicaChange:
 		return req.Timeout.Duration, req.ThrottleBytesPerSec
 	case *events.LogDirMove:
+		return req.Timeout.Duration, req.ThrottleBytesPerSec
+	case *events.BrokerFailed:
+		return req.Timeout.Duration, req.ThrottleBytesPerSec
+	case *events.BrokerDrain:
+		return req.Timeout.Duration, req.ThrottleBytesPerSec
+	case *events.BrokerAdded:
 		return req.Timeout.Duration, req.ThrottleBytesPerSec
 	}
 	return 0, 0

@@ -216,7 +216,8 @@ func New(cfg Config) (*Handlers, error) {
 
 // Types lists the event types these handlers build tasks for.
 func (h *Handlers) Types() []string {
-	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested, events.TypeLogDirMoveRequested}
+	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested, events.TypeLogDirMoveRequested,
+		events.TypeBrokerFailed, events.TypeBrokerDrain, events.TypeBrokerAdded}
 }
 
 // Clusters lists the clusters these handlers serve.
@@ -274,6 +275,15 @@ func (h *Handlers) New(ctx context.Context, ev *events.Event, res *events.Result
 	case *events.LogDirMove:
 		res.Reason = req.Reason
 		return h.newLogDir(ctx, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
+	case *events.BrokerFailed:
+		res.Reason = req.Reason
+		return h.newBrokerFailed(ctx, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
+	case *events.BrokerDrain:
+		res.Reason = req.Reason
+		return h.newBrokerDrain(ctx, c, req, res, log.With(zap.Int32("broker", *req.Broker)))
+	case *events.BrokerAdded:
+		res.Reason = req.Reason
+		return h.newBrokerAdded(ctx, c, req, res, log.With(zap.Int32s("brokers", req.Added())))
 	}
 	return nil, fmt.Errorf("this worker has no handler for %s events", ev.Type)
 }
@@ -312,6 +322,29 @@ func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entr
 			if t.kv, err = h.cool.bucket.KeyValue(ctx); err != nil {
 				return nil, err
 			}
+		}
+		return t, nil
+	case events.TypeBrokerFailed, events.TypeBrokerDrain, events.TypeBrokerAdded:
+		t := h.resumeRF(c, strategy, caps, nil, e, log)
+		timeout, rate := asked(ev.Payload)
+		if timeout > 0 {
+			t.timeout = timeout
+		}
+		if rate > 0 {
+			t.rate = rate
+		}
+		t.leaders = e.Type != events.TypeBrokerFailed
+		switch req := ev.Payload.(type) {
+		case *events.BrokerFailed:
+			res.Reason = req.Reason
+		case *events.BrokerDrain:
+			res.Reason = req.Reason
+			t.drained = *req.Broker
+		case *events.BrokerAdded:
+			res.Reason = req.Reason
+		}
+		if e.Type == events.TypeBrokerDrain && t.drained < 0 {
+			t.drained = drainedOf(e.Changes) // the event no longer decodes: its plan says
 		}
 		return t, nil
 	case events.TypeLogDirMoveRequested:

@@ -199,11 +199,11 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pl, err := pipeline.New(nc, map[string]pipeline.Handler{
-		events.TypeReplicaChangeRequested: eng,
-		events.TypeBrokerOverloaded:       eng,
-		events.TypeLogDirMoveRequested:    eng,
-	}, pipeline.Config{
+	hs := map[string]pipeline.Handler{} // every type the handlers serve, as the worker does
+	for _, typ := range h.Types() {
+		hs[typ] = eng
+	}
+	pl, err := pipeline.New(nc, hs, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
 		AckWait:        10 * time.Second, Logger: log, InactiveThreshold: time.Minute,

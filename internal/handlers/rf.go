@@ -32,12 +32,20 @@ type rfTask struct {
 	c        *Cluster
 	strategy kafka.Strategy
 	caps     kafka.Capabilities // probed when the task is built (each attempt, each takeover)
-	topic    string
-	req      plan.RFRequest // a fresh run's request
-	timeout  time.Duration
-	rate     int64
-	log      *zap.Logger
-	fresh    *freshReader // every read of this attempt (rd)
+	req      plan.RFRequest     // a fresh run's request (replication-factor changes)
+	// planFn plans a fresh run of another copy operation (broker-failed, broker-added)
+	// from a read of every topic, instead of req.
+	planFn func(ctx context.Context, snap *model.Snapshot) (plan.Plan, []string, error)
+	// leaders: the plan moves preferred leaders too (broker-added): once every copy is
+	// done, their elections, and the verification waits for the leaders.
+	leaders bool
+	// drained is the broker a broker-drain empties (-1: none): its leadership is shed
+	// before the copies start (see shed).
+	drained int32
+	timeout time.Duration
+	rate    int64
+	log     *zap.Logger
+	fresh   *freshReader // every read of this attempt (rd)
 }
 
 func (h *Handlers) newRF(ctx context.Context, c *Cluster, ev *events.Event, req *events.ReplicaChange, res *events.Result, log *zap.Logger) (operation.Task, error) {
@@ -70,18 +78,14 @@ func (h *Handlers) newRF(ctx context.Context, c *Cluster, ev *events.Event, req 
 // then, which only a run that never reached its throttles would).
 func (h *Handlers) resumeRF(c *Cluster, strategy kafka.Strategy, caps kafka.Capabilities, req *events.ReplicaChange, e *journal.Entry, log *zap.Logger) *rfTask {
 	o := h.cfg.RF
-	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, log: log, timeout: o.Timeout, rate: o.ThrottleBytesPerSec}
+	t := &rfTask{h: h, c: c, strategy: strategy, caps: caps, log: log, timeout: o.Timeout, rate: o.ThrottleBytesPerSec, drained: -1}
 	if req != nil {
-		t.topic = req.Topic
 		if req.Timeout.Duration > 0 {
 			t.timeout = req.Timeout.Duration
 		}
 		if req.ThrottleBytesPerSec > 0 {
 			t.rate = req.ThrottleBytesPerSec
 		}
-	}
-	if e != nil && len(e.Changes) > 0 {
-		t.topic = e.Changes[0].Topic
 	}
 	return t
 }
@@ -120,6 +124,18 @@ func (t *rfTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*operati
 			return nil, err
 		}
 	}
+	if t.planFn != nil {
+		snap, err := t.rd(r).Snapshot(ctx)
+		if err != nil {
+			return nil, transient(err)
+		}
+		p, notes, err := t.planFn(ctx, snap)
+		if err != nil {
+			return nil, err
+		}
+		return &operation.Planned{Changes: p.Changes, Noop: p.Noop, Skipped: append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...),
+			Deadline: time.Now().Add(t.timeout).UTC(), Notes: notes}, nil
+	}
 	snap, err := readNamed(ctx, t.c, t.rd(r), nil, t.req.Topic)
 	if err != nil {
 		return nil, err
@@ -150,12 +166,19 @@ func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running)
 // classify finds where each planned partition stands. A partition the read does not show
 // is gone (its topic was deleted; read reads again while some broker still knows the
 // topic): skipped, never waited for.
-func classify(snap *model.Snapshot, e *journal.Entry) rfState {
+func classify(snap *model.Snapshot, e *journal.Entry, step func(plan.Change) []int32) rfState {
 	var s rfState
 	mine := ours(e)
 	for _, ch := range e.Changes {
 		p, ok := snap.Partition(ch.TopicPartition)
+		var mid []int32 // a drain's replicas between its leadership shed and its copy
+		if step != nil {
+			mid = step(ch)
+		}
 		switch {
+		case ok && mid != nil && !slices.Equal(mid, ch.ReplicasAfter) &&
+			(slices.Equal(p.Replicas, mid) && !p.Reassigning() || p.Reassigning() && slices.Equal(p.ReassigningTo(), mid)):
+			s.waiting = append(s.waiting, ch) // shed (or shedding): the copy is still to submit
 		case !ok:
 			s.skips = append(s.skips, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipChanged, Reason: "the partition no longer exists (its topic was deleted)"})
 		case p.Reassigning() && mine(ch.TopicPartition, p.ReassigningTo()):
@@ -175,13 +198,17 @@ func classify(snap *model.Snapshot, e *journal.Entry) rfState {
 	return s
 }
 
-// read classifies the journaled partitions from a fresh read of the topic.
+// read classifies the journaled partitions from a fresh read of their topics.
 func (t *rfTask) read(ctx context.Context, r *operation.Run) (rfState, error) {
-	snap, err := readNamed(ctx, t.c, t.rd(r), []string{t.topic}, t.topic)
+	topics := topicsOf(r.Entry().Changes)
+	if len(topics) == 0 {
+		return rfState{}, nil
+	}
+	snap, err := readNamed(ctx, t.c, t.rd(r), topics, topics...)
 	if err != nil {
 		return rfState{}, err
 	}
-	return classify(snap, r.Entry()), nil
+	return classify(snap, r.Entry(), t.step()), nil
 }
 
 // Apply carries the journaled change out from wherever it stands: it adopts our
@@ -209,7 +236,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 	}
 	batches := batchMoves(pending, t.h.cfg.RF.MaxMovesPerBroker)
 	adm := kadm.NewClient(t.c.Client)
-	expected := expectedBytes(ctx, adm, t.topic, e.Changes)
+	expected := expectedBytes(ctx, adm, e.Changes)
 	done := len(st.done)
 	running := map[model.TopicPartition]bool{}
 	for _, ch := range st.running {
@@ -228,6 +255,11 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 	}
 	if claimed || e.Step != journal.StepCopying && len(st.waiting) > 0 {
 		if err := r.Save(ctx, journal.StepCopying); err != nil {
+			return stopped(ctx, err)
+		}
+	}
+	if t.drained >= 0 {
+		if err := t.shed(ctx, r); err != nil {
 			return stopped(ctx, err)
 		}
 	}
@@ -255,7 +287,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 			}
 			if time.Since(reported) >= t.h.cfg.CopyPoll {
 				r.Progress(events.Progress{Batch: bi + 1, Batches: len(batches), PartitionsDone: done + len(batch) - len(waiting),
-					PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, t.topic, e.Changes)})
+					PartitionsTotal: len(e.Changes), BytesExpected: expected, BytesCopied: copiedBytes(ctx, adm, e.Changes)})
 				reported = time.Now()
 			}
 			select {
@@ -266,7 +298,176 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 		}
 		done += len(batch)
 	}
+	if t.leaders {
+		if err := t.elect(ctx, r); err != nil {
+			return stopped(ctx, err)
+		}
+	}
 	return stopped(ctx, t.restore(ctx, r))
+}
+
+// backend is the strategy's backend for reorders and elections (see reorderOp.backend).
+func (t *rfTask) backend(r *operation.Run) (kafka.Reorderer, error) {
+	op := t.h.reorderOp(t.c, t.strategy, t.caps, 0)
+	return op.backend(r)
+}
+
+// step is the drain's replicas between the shed and the copy of a change (nil: not a
+// drain, or the change's leadership does not move first).
+func (t *rfTask) step() func(plan.Change) []int32 {
+	if t.drained < 0 {
+		return nil
+	}
+	return func(ch plan.Change) []int32 { return plan.DrainStep(ch, t.drained) }
+}
+
+// shed moves the drained broker's leadership off it before any copy, in one batch: the
+// replicas of each partition it heads are reordered to the drain's step (the new leader
+// first), then the preferred leaders are elected at once. It picks up where an earlier
+// attempt stopped: a partition already reordered is only elected. A failed election
+// leaves the partition led by the drained broker until its copy ends, when the
+// controller moves its leadership (the broker leaves its replicas).
+func (t *rfTask) shed(ctx context.Context, r *operation.Run) error {
+	step := t.step()
+	var planned []plan.Change
+	for _, ch := range r.Entry().Changes {
+		if step(ch) != nil {
+			planned = append(planned, ch)
+		}
+	}
+	if len(planned) == 0 {
+		return nil
+	}
+	snap, err := t.rd(r).Snapshot(ctx, topicsOf(planned)...)
+	if err != nil {
+		return transient(err)
+	}
+	orders := map[model.TopicPartition][]int32{}
+	var elect []model.TopicPartition
+	for _, ch := range planned {
+		p, ok := snap.Partition(ch.TopicPartition)
+		mid := step(ch)
+		switch {
+		case !ok || p.Reassigning() || p.Leader == ch.LeaderAfter:
+			continue
+		case slices.Equal(p.Replicas, ch.ReplicasBefore):
+			orders[ch.TopicPartition] = mid
+		case !slices.Equal(p.Replicas, mid):
+			continue // changed by someone else: the copy's classification says so
+		}
+		elect = append(elect, ch.TopicPartition)
+	}
+	if len(elect) == 0 {
+		return nil
+	}
+	be, err := t.backend(r)
+	if err != nil {
+		return err
+	}
+	if len(orders) > 0 {
+		if err := be.Reorder(ctx, orders); err != nil {
+			return transient(fmt.Errorf("move broker %d off the head of %d partitions: %w", t.drained, len(orders), err))
+		}
+	}
+	failed, err := be.ElectPreferred(ctx, elect)
+	if err != nil {
+		return transient(fmt.Errorf("elect new leaders of %d partitions broker %d led: %w", len(elect), t.drained, err))
+	}
+	n := 0
+	for tp, e := range failed {
+		if e != nil {
+			n++
+			t.log.Warn("leadership not moved off the drained broker before its copy", zap.Stringer("partition", tp), zap.Error(e))
+		}
+	}
+	t.log.Info("leadership shed off the drained broker", zap.Int32("broker", t.drained), zap.Int("partitions", len(elect)-n), zap.Int("failed", n))
+	return nil
+}
+
+// unshed puts back the drain's step of the partitions no copy moved further: their
+// replicas in the order before and the drained broker elected again, as before the event.
+func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
+	step := t.step()
+	if step == nil {
+		return 0, nil
+	}
+	var planned []plan.Change
+	for _, ch := range r.Entry().Changes {
+		if step(ch) != nil {
+			planned = append(planned, ch)
+		}
+	}
+	if len(planned) == 0 {
+		return 0, nil
+	}
+	snap, err := t.rd(r).Snapshot(ctx, topicsOf(planned)...)
+	if err != nil {
+		return 0, transient(err)
+	}
+	orders := map[model.TopicPartition][]int32{}
+	var elect []model.TopicPartition
+	for _, ch := range planned {
+		if p, ok := snap.Partition(ch.TopicPartition); ok && !p.Reassigning() && slices.Equal(p.Replicas, step(ch)) {
+			orders[ch.TopicPartition] = ch.ReplicasBefore
+			elect = append(elect, ch.TopicPartition)
+		}
+	}
+	if len(orders) == 0 {
+		return 0, nil
+	}
+	be, err := t.backend(r)
+	if err != nil {
+		return 0, err
+	}
+	if err := be.Reorder(ctx, orders); err != nil {
+		return 0, fmt.Errorf("put back the replica order of %d partitions: %w", len(orders), err)
+	}
+	if _, err := be.ElectPreferred(ctx, elect); err != nil {
+		return len(orders), fmt.Errorf("elect broker %d again in %d partitions: %w", t.drained, len(elect), err)
+	}
+	return len(orders), nil
+}
+
+// elect elects the planned preferred leaders that do not lead yet (their replicas are in
+// place: every copy is done). A partition whose election fails is left to the
+// verification, which reports it.
+func (t *rfTask) elect(ctx context.Context, r *operation.Run) error {
+	var want []plan.Change
+	for _, ch := range r.Entry().Changes {
+		if ch.LeaderAfter != ch.LeaderBefore {
+			want = append(want, ch)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	snap, err := t.rd(r).Snapshot(ctx, topicsOf(want)...)
+	if err != nil {
+		return transient(err)
+	}
+	var tps []model.TopicPartition
+	for _, ch := range want {
+		if p, ok := snap.Partition(ch.TopicPartition); ok && p.Leader != ch.LeaderAfter && slices.Equal(p.Replicas, ch.ReplicasAfter) {
+			tps = append(tps, ch.TopicPartition)
+		}
+	}
+	if len(tps) == 0 {
+		return nil
+	}
+	be, err := t.backend(r)
+	if err != nil {
+		return err
+	}
+	failed, err := be.ElectPreferred(ctx, tps)
+	if err != nil {
+		return transient(fmt.Errorf("elect %d preferred leaders: %w", len(tps), err))
+	}
+	for tp, e := range failed {
+		if e != nil {
+			t.log.Warn("preferred leader election failed", zap.Stringer("partition", tp), zap.Error(e))
+		}
+	}
+	return nil
 }
 
 // Verify reads the planned partitions until they show their target replicas (those skipped
@@ -280,24 +481,29 @@ func (t *rfTask) Verify(ctx context.Context, r *operation.Run) (int, error) {
 	}
 	res.Noop, res.Skipped = e.Noop, append(slices.Clone(e.Skipped), st.skips...)
 	skipped := skippedOf(st.skips)
-	now, err := observe(ctx, t.rd(r), e.Changes, t.h.cfg.VerifyTimeout, skipped, false)
+	now, err := observe(ctx, t.rd(r), e.Changes, t.h.cfg.VerifyTimeout, skipped, t.leaders)
 	if err != nil {
 		return 0, err
 	}
-	res.Changes = changedFrom(e.Changes, now, false)
+	res.Changes = changedFrom(e.Changes, now, t.leaders)
 	leave(r, res.Changes, now)
-	copied := addedBytes(ctx, kadm.NewClient(t.c.Client), t.topic, res.Changes)
+	copied := addedBytes(ctx, kadm.NewClient(t.c.Client), res.Changes)
 	for i := range res.Changes {
 		res.Changes[i].Bytes = copied[res.Changes[i].TopicPartition]
 	}
 	verified := 0
 	for _, ch := range e.Changes {
 		p, ok := now[ch.TopicPartition]
-		if ok && shows(p, ch, false) {
+		if ok && shows(p, ch, t.leaders) {
 			verified++
 			continue
 		}
 		if skipped[ch.TopicPartition] {
+			continue
+		}
+		if ok && shows(p, ch, false) {
+			res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipElectionFailed, Reason: fmt.Sprintf(
+				"replicas %v as planned, but led by %d, not %d: its preferred leader's election failed (isr %v)", p.Replicas, p.Leader, ch.LeaderAfter, p.ISR)})
 			continue
 		}
 		res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipUnverified, Reason: fmt.Sprintf("after the change: replicas %v (wanted %v)", p.Replicas, ch.ReplicasAfter)})
@@ -308,14 +514,21 @@ func (t *rfTask) Verify(ctx context.Context, r *operation.Run) (int, error) {
 // throttle sets the replication throttle of the moves still to copy (see throttles.set).
 func (t *rfTask) throttle(ctx context.Context, r *operation.Run, pending []plan.Change) error {
 	return throttles{t.h, t.c}.set(ctx, r, t.h.cfg.RF.ThrottleSettle, t.rate > 0, func(th kafka.Throttler) ([]kafka.ThrottleKey, error) {
-		spec := kafka.ThrottleSpec{Topic: t.topic, Rate: t.rate, Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
+		spec := kafka.ThrottleSpec{Rate: t.rate, Topics: map[string]kafka.ThrottledReplicas{}}
 		for _, ch := range pending {
 			if added := minus(ch.ReplicasAfter, ch.ReplicasBefore); len(added) > 0 {
-				spec.Followers[ch.Partition] = added
-				spec.Leaders[ch.Partition] = slices.Clone(ch.ReplicasBefore)
+				tr, ok := spec.Topics[ch.Topic]
+				if !ok {
+					tr = kafka.ThrottledReplicas{Leaders: map[int32][]int32{}, Followers: map[int32][]int32{}}
+					spec.Topics[ch.Topic] = tr
+				}
+				// The sources are the replicas that stay: a replica being replaced may be on
+				// a broker gone for good, whose configs cannot be written.
+				tr.Followers[ch.Partition] = added
+				tr.Leaders[ch.Partition] = minus(ch.ReplicasBefore, minus(ch.ReplicasBefore, ch.ReplicasAfter))
 			}
 		}
-		if len(spec.Followers) == 0 {
+		if len(spec.Topics) == 0 {
 			return nil, nil
 		}
 		keys, err := th.PlanThrottles(ctx, spec)
@@ -389,6 +602,11 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 			return "", fmt.Errorf("cancel %d unfinished reassignments: %w", len(st.running), err)
 		}
 		parts = append(parts, fmt.Sprintf("cancelled %d unfinished reassignments (%s)", len(st.running), strings.Join(tpsOf(st.running), ", ")))
+	}
+	if n, err := t.unshed(ctx, r); err != nil {
+		return strings.Join(parts, "; "), err
+	} else if n > 0 {
+		parts = append(parts, fmt.Sprintf("the leadership of %d partitions given back to broker %d", n, t.drained))
 	}
 	parts = append(parts, fmt.Sprintf("%d of %d partitions finished", len(st.done), len(e.Changes)))
 	if gone := len(st.skips); gone > 0 {
@@ -588,8 +806,8 @@ func (t *rfTask) pendingMoves(ctx context.Context, r *operation.Run, batch []pla
 
 // expectedBytes is what the new replicas must copy: the leader replica's size, once per
 // added replica (best effort: 0 when log dirs cannot be described).
-func expectedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) int64 {
-	dirs, err := adm.DescribeAllLogDirs(ctx, moving(topic, changes))
+func expectedBytes(ctx context.Context, adm *kadm.Client, changes []plan.Change) int64 {
+	dirs, err := adm.DescribeAllLogDirs(ctx, moving(changes))
 	if err != nil {
 		return 0
 	}
@@ -607,9 +825,9 @@ func expectedBytes(ctx context.Context, adm *kadm.Client, topic string, changes 
 }
 
 // copiedBytes sums the sizes of the added replicas so far (future and current logs).
-func copiedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) int64 {
+func copiedBytes(ctx context.Context, adm *kadm.Client, changes []plan.Change) int64 {
 	var total int64
-	for _, n := range addedBytes(ctx, adm, topic, changes) {
+	for _, n := range addedBytes(ctx, adm, changes) {
 		total += n
 	}
 	return total
@@ -617,9 +835,9 @@ func copiedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []
 
 // addedBytes is the size of each change's added replicas (future and current logs), by
 // partition; best effort: empty when log dirs cannot be described.
-func addedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []plan.Change) map[model.TopicPartition]int64 {
+func addedBytes(ctx context.Context, adm *kadm.Client, changes []plan.Change) map[model.TopicPartition]int64 {
 	out := map[model.TopicPartition]int64{}
-	dirs, err := adm.DescribeAllLogDirs(ctx, moving(topic, changes))
+	dirs, err := adm.DescribeAllLogDirs(ctx, moving(changes))
 	if err != nil {
 		return out
 	}
@@ -633,10 +851,10 @@ func addedBytes(ctx context.Context, adm *kadm.Client, topic string, changes []p
 	return out
 }
 
-func moving(topic string, changes []plan.Change) kadm.TopicsSet {
+func moving(changes []plan.Change) kadm.TopicsSet {
 	s := kadm.TopicsSet{}
 	for _, ch := range changes {
-		s.Add(topic, ch.Partition)
+		s.Add(ch.Topic, ch.Partition)
 	}
 	return s
 }

@@ -39,14 +39,22 @@ const (
 	EntityTopic  = "topic"
 )
 
-// ThrottleSpec is what to throttle for one topic's moving replicas: Leaders[p] are the
-// replicas partition p copies from (its current replicas), Followers[p] the replicas
-// being added.
+// ThrottleSpec is what to throttle for the moving replicas of some topics.
 type ThrottleSpec struct {
-	Topic     string
-	Rate      int64 // bytes per second, on every broker concerned
+	Rate   int64 // bytes per second, on every broker concerned
+	Topics map[string]ThrottledReplicas
+}
+
+// ThrottledReplicas are one topic's moving replicas: Leaders[p] are the replicas
+// partition p copies from (its current replicas), Followers[p] the replicas being added.
+type ThrottledReplicas struct {
 	Leaders   map[int32][]int32
 	Followers map[int32][]int32
+}
+
+// OneTopic is the spec of one topic's moving replicas.
+func OneTopic(topic string, rate int64, leaders, followers map[int32][]int32) ThrottleSpec {
+	return ThrottleSpec{Rate: rate, Topics: map[string]ThrottledReplicas{topic: {Leaders: leaders, Followers: followers}}}
 }
 
 // ThrottleKey is one dynamic config that a throttle sets, and KeptThrottle one found
@@ -166,11 +174,12 @@ func (t Throttler) read(ctx context.Context, refs []configRef) (dynamicConfigs, 
 // (brokers first, by id), name and key.
 func (t Throttler) PlanThrottles(ctx context.Context, spec ThrottleSpec) (keys []ThrottleKey, err error) {
 	defer func() { err = classify(err) }()
-	if spec.Topic == "" {
+	topics := slices.Sorted(maps.Keys(spec.Topics))
+	if len(topics) == 0 {
 		return nil, errors.New("plan throttles: no topic")
 	}
 	if spec.Rate <= 0 {
-		return nil, fmt.Errorf("plan throttles of %s: rate %d is not positive", spec.Topic, spec.Rate)
+		return nil, fmt.Errorf("plan throttles of %s: rate %d is not positive", strings.Join(topics, ", "), spec.Rate)
 	}
 	rate := strconv.FormatInt(spec.Rate, 10)
 	ours := map[configRef]func(before *string) string{}
@@ -179,28 +188,39 @@ func (t Throttler) PlanThrottles(ctx context.Context, spec ThrottleSpec) (keys [
 		refs = append(refs, r)
 		ours[r] = f
 	}
-	leaders, followers := brokersOf(spec.Leaders), brokersOf(spec.Followers)
-	for _, b := range leaders {
+	var allLeaders, allFollowers []int32
+	for _, topic := range topics {
+		allLeaders = append(allLeaders, brokersOf(spec.Topics[topic].Leaders)...)
+		allFollowers = append(allFollowers, brokersOf(spec.Topics[topic].Followers)...)
+	}
+	slices.Sort(allLeaders)
+	slices.Sort(allFollowers)
+	for _, b := range slices.Compact(allLeaders) {
 		add(configRef{EntityBroker, strconv.Itoa(int(b)), LeaderThrottledRate}, func(*string) string { return rate })
 	}
-	for _, b := range followers {
+	for _, b := range slices.Compact(allFollowers) {
 		add(configRef{EntityBroker, strconv.Itoa(int(b)), FollowerThrottledRate}, func(*string) string { return rate })
 	}
-	if len(leaders) > 0 {
-		add(configRef{EntityTopic, spec.Topic, LeaderThrottledReplicas}, func(b *string) string { return mergeReplicas(b, spec.Leaders) })
-	}
-	if len(followers) > 0 {
-		add(configRef{EntityTopic, spec.Topic, FollowerThrottledReplicas}, func(b *string) string { return mergeReplicas(b, spec.Followers) })
+	for _, topic := range topics {
+		tr := spec.Topics[topic]
+		if len(brokersOf(tr.Leaders)) > 0 {
+			add(configRef{EntityTopic, topic, LeaderThrottledReplicas}, func(b *string) string { return mergeReplicas(b, tr.Leaders) })
+		}
+		if len(brokersOf(tr.Followers)) > 0 {
+			add(configRef{EntityTopic, topic, FollowerThrottledReplicas}, func(b *string) string { return mergeReplicas(b, tr.Followers) })
+		}
 	}
 	if len(refs) == 0 {
 		return nil, nil
 	}
 	cur, err := t.read(ctx, refs)
 	if err != nil {
-		return nil, fmt.Errorf("plan throttles of %s: %w", spec.Topic, err)
+		return nil, fmt.Errorf("plan throttles of %s: %w", strings.Join(topics, ", "), err)
 	}
-	if cur.missing[spec.Topic] {
-		return nil, fmt.Errorf("plan throttles: topic %s: %w", spec.Topic, kerr.UnknownTopicOrPartition)
+	for _, topic := range topics {
+		if cur.missing[topic] {
+			return nil, fmt.Errorf("plan throttles: topic %s: %w", topic, kerr.UnknownTopicOrPartition)
+		}
 	}
 	for _, r := range refs {
 		before := cur.values[r]

@@ -142,7 +142,7 @@ func (f *throttleFixture) rate(i int64) string {
 }
 
 func (f *throttleFixture) spec() kafka.ThrottleSpec {
-	return kafka.ThrottleSpec{Topic: f.topic, Rate: f.base, Leaders: throttleLeaders, Followers: throttleFollowers}
+	return kafka.OneTopic(f.topic, f.base, throttleLeaders, throttleFollowers)
 }
 
 // cleanup deletes every broker rate that holds a value of this test: whatever it set,
@@ -686,7 +686,7 @@ func TestThrottleRejectsBadKeys(t *testing.T) {
 			t.Errorf("RestoreThrottles(%+v) accepted", keys)
 		}
 	}
-	if _, err := kafka.APIThrottler(cl).PlanThrottles(t.Context(), kafka.ThrottleSpec{Topic: "t", Rate: 0, Leaders: throttleLeaders}); err == nil {
+	if _, err := kafka.APIThrottler(cl).PlanThrottles(t.Context(), kafka.OneTopic("t", 0, throttleLeaders, nil)); err == nil {
 		t.Error("PlanThrottles with rate 0 accepted")
 	}
 	if keys, err := kafka.APIThrottler(cl).ApplyThrottles(t.Context(), nil); err != nil || keys != nil {

@@ -14,7 +14,10 @@ import (
 // FillRequest asks for replicas and leadership to move onto Brokers: brokers just added
 // to the cluster, or empty ones (broker-added).
 type FillRequest struct {
-	Brokers   []int32
+	Brokers []int32
+	// Topics, when given, limits the plan to these topics: only their replicas count and
+	// only they move (spread a topic onto the new brokers). Nil: every topic.
+	Topics    []string
 	Protected Protected
 	// Capacity bounds the bytes each broker may be planned to hold (zero: not checked).
 	Capacity Capacity
@@ -22,7 +25,8 @@ type FillRequest struct {
 
 // Fill plans moving onto req.Brokers (the new brokers) the fewest replicas, then the
 // fewest preferred leaderships, that bring the counts per live broker within 1 of even,
-// never reducing any partition's rack spread. The snapshot should hold every topic.
+// never reducing any partition's rack spread. The counts are over every topic (the
+// snapshot should hold them all), or over req.Topics.
 //
 // Replicas. One at a time, a replica moves from the most loaded old broker (then the
 // lowest id) to the least loaded new broker (then the lowest id), as long as the two
@@ -110,6 +114,9 @@ func newFiller(s *model.Snapshot, fresh []int32, req FillRequest) *filler {
 	f.lists = make([][]int32, len(ids)*f.nracks*2)
 	totalLead := 0
 	for _, topic := range slices.Sorted(maps.Keys(s.Topics)) {
+		if req.Topics != nil && !slices.Contains(req.Topics, topic) {
+			continue
+		}
 		ps := s.Topics[topic]
 		_, protected := req.Protected.match(topic)
 		for k := range ps {
@@ -384,15 +391,19 @@ func (f *filler) plan() Plan {
 }
 
 // Counts returns the replicas and preferred leaderships per live broker after the plan
-// (ascending ids), for reports: "replicas per broker 98–100, leaders 33–34".
-func Counts(s *model.Snapshot, p Plan) (ids []int32, replicas, leaders []int) {
+// (ascending ids), of the given topics (nil: every topic), for reports: "replicas per
+// broker 98–100, leaders 33–34".
+func Counts(s *model.Snapshot, p Plan, topics []string) (ids []int32, replicas, leaders []int) {
 	ids = slices.Sorted(maps.Keys(s.Brokers))
 	replicas, leaders = make([]int, len(ids)), make([]int, len(ids))
 	after := make(map[model.TopicPartition][]int32, len(p.Changes))
 	for _, c := range p.Changes {
 		after[c.TopicPartition] = c.ReplicasAfter
 	}
-	for _, ps := range s.Topics {
+	for topic, ps := range s.Topics {
+		if topics != nil && !slices.Contains(topics, topic) {
+			continue
+		}
 		for _, part := range ps {
 			r, ok := after[part.TopicPartition]
 			if !ok {

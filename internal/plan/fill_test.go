@@ -83,6 +83,20 @@ func TestFill(t *testing.T) {
 				Size: func(model.TopicPartition) int64 { return 40 }, Threshold: 0.8}},
 			want: Plan{Changes: []Change{ch("t", 0, ids(1, 2), ids(3, 2), 1, 3)}},
 		},
+		{
+			name:    "topics: only theirs count and move",
+			brokers: norack(3),
+			topics: map[string][]model.Partition{
+				"a": {insync(1, 2), insync(2, 1), insync(1, 2)},
+				"b": {insync(3, 1), insync(3, 2), insync(3, 1), insync(3, 2)}, // 3 is busy with b
+			},
+			// Over a alone: 6 replicas, 2 each; 3 leaders, 1 each.
+			req: FillRequest{Brokers: ids(3), Topics: []string{"a"}},
+			want: Plan{Changes: []Change{
+				ch("a", 0, ids(1, 2), ids(3, 2), 1, 3),
+				ch("a", 2, ids(1, 2), ids(1, 3), 1, 1),
+			}},
+		},
 		{name: "no broker", brokers: norack(3), req: FillRequest{}, reject: "no broker to fill"},
 		{name: "twice", brokers: norack(3), req: FillRequest{Brokers: ids(3, 3)}, reject: "lists a broker twice"},
 		{name: "not live", brokers: norack(3), req: FillRequest{Brokers: ids(4)}, reject: "broker 4 is not in the cluster's metadata"},
@@ -96,7 +110,7 @@ func TestFill(t *testing.T) {
 			if !reflect.DeepEqual(normPlan(got), normPlan(tc.want)) {
 				t.Errorf("got\n%s\nwant\n%s", fmtChanges(got.Changes), fmtChanges(tc.want.Changes))
 			}
-			ids, replicas, leaders := Counts(s, got)
+			ids, replicas, leaders := Counts(s, got, tc.req.Topics)
 			t.Logf("replicas per broker %s, leaders %s (brokers %v)", Spread(ids, replicas), Spread(ids, leaders), ids)
 		})
 	}
@@ -128,8 +142,8 @@ func TestFillRandom(t *testing.T) {
 		m, sw := checkFillRules(t, name, s, got, isNew)
 		moves += m
 		leaderSwaps += sw
-		ids, replicas, _ := Counts(s, got)
-		_, initial, _ := Counts(s, Plan{})
+		ids, replicas, _ := Counts(s, got, nil)
+		_, initial, _ := Counts(s, Plan{}, nil)
 		if slices.Max(replicas)-slices.Min(replicas) <= 1 {
 			even++
 			if lb := fillLowerBound(ids, initial, isNew); m != lb {

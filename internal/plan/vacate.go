@@ -18,6 +18,9 @@ const SkipNoSpare SkipCode = "no_spare_broker"
 // brokers are gone for good (broker-failed) or are being emptied (broker-drain).
 type VacateRequest struct {
 	Brokers []int32
+	// Topics, when given, limits the plan to the partitions of these topics (a partial
+	// drain); the replica counts are still those of every topic. Nil: every topic.
+	Topics []string
 	// Racks gives the rack of a vacated broker the snapshot does not list (a failed broker
 	// is absent from the metadata), when it is known. Without it such a broker's replicas
 	// still keep their partition's rack spread; only the preference for its own rack is
@@ -133,6 +136,9 @@ func Vacate(s *model.Snapshot, req VacateRequest) (Plan, error) {
 		leaders []int32
 	)
 	for _, topic := range slices.Sorted(maps.Keys(s.Topics)) {
+		if req.Topics != nil && !slices.Contains(req.Topics, topic) {
+			continue
+		}
 		ps := s.Topics[topic]
 		pattern, protected := req.Protected.match(topic)
 		for i := range ps {
@@ -330,4 +336,86 @@ func (ra *rfRaiser) movable(j, u, v int32) bool {
 	}
 	loA, _ := ra.bounds(x, a)
 	return ra.f[a] > loA && ra.enters(x, r)
+}
+
+// Drain plans emptying a live broker (broker-drain): first its leadership, as Shed moves
+// it (the new leader swaps places with it at the head of the replicas, the leader counts
+// balanced), then its replicas, as Vacate recreates them, planned on the cluster as the
+// shed leaves it. Each change goes from the partition's replicas and leader now to its
+// replicas and leader at the end; DrainStep gives the replicas in between (the shed's
+// order) of those whose leadership moves first. req.Brokers must name the one broker.
+func Drain(s *model.Snapshot, req VacateRequest) (Plan, error) {
+	if len(req.Brokers) != 1 {
+		return Plan{}, reject("a drain empties one broker, not %v", req.Brokers)
+	}
+	b := req.Brokers[0]
+	if _, ok := s.Brokers[b]; !ok {
+		return Plan{}, reject("broker %d is not in the cluster's metadata: it is not live (for a broker gone for good, send broker-failed)", b)
+	}
+	sh, err := Shed(s, ShedRequest{Broker: b, Topics: req.Topics, Protected: req.Protected})
+	if err != nil {
+		// Only a broker that leads, heads and holds nothing: nothing to shed.
+		sh = Plan{}
+	}
+	shed := *s
+	if len(sh.Changes) > 0 {
+		shed.Topics = maps.Clone(s.Topics)
+		cloned := map[string]bool{}
+		for _, c := range sh.Changes {
+			if !cloned[c.Topic] {
+				shed.Topics[c.Topic] = slices.Clone(s.Topics[c.Topic])
+				cloned[c.Topic] = true
+			}
+			p := &shed.Topics[c.Topic][c.Partition]
+			p.Replicas, p.Leader = c.ReplicasAfter, c.LeaderAfter
+		}
+	}
+	p, err := Vacate(&shed, req)
+	if err != nil {
+		return Plan{}, err
+	}
+	vacated := map[model.TopicPartition]bool{}
+	for i := range p.Changes {
+		c := &p.Changes[i]
+		vacated[c.TopicPartition] = true
+		orig, _ := s.Partition(c.TopicPartition)
+		c.ReplicasBefore, c.LeaderBefore = slices.Clone(orig.Replicas), orig.Leader
+	}
+	// A partition whose replica cannot move still sheds its leadership: the skip says why
+	// the replica stays, of the replicas as they are now.
+	shedOf := map[model.TopicPartition]Change{}
+	for _, c := range sh.Changes {
+		if !vacated[c.TopicPartition] {
+			shedOf[c.TopicPartition] = c
+		}
+	}
+	for i := range p.Skipped {
+		sk := &p.Skipped[i]
+		if c, ok := shedOf[sk.TopicPartition]; ok {
+			sk.Reason = strings.ReplaceAll(sk.Reason, fmt.Sprint(c.ReplicasAfter), fmt.Sprint(c.ReplicasBefore)) +
+				fmt.Sprintf("; its leadership moves to %d", c.LeaderAfter)
+		}
+	}
+	for _, c := range sh.Changes {
+		if _, ok := shedOf[c.TopicPartition]; ok && !slices.Contains(p.Blocked, c.TopicPartition) {
+			p.Changes = append(p.Changes, c)
+		}
+	}
+	return p, nil
+}
+
+// DrainStep returns the replicas of a drain's change between its two steps: its
+// replicas before with the drained broker b, at their head, swapped with the new head; nil
+// when the change's leadership does not move first (b does not head the replicas before).
+func DrainStep(c Change, b int32) []int32 {
+	if len(c.ReplicasBefore) == 0 || len(c.ReplicasAfter) == 0 || c.ReplicasBefore[0] != b {
+		return nil
+	}
+	i := slices.Index(c.ReplicasBefore, c.ReplicasAfter[0])
+	if i <= 0 {
+		return nil
+	}
+	mid := slices.Clone(c.ReplicasBefore)
+	mid[0], mid[i] = mid[i], mid[0]
+	return mid
 }

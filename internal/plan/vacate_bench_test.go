@@ -128,8 +128,8 @@ func BenchmarkFill100k(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ids, before, leadBefore := Counts(s, Plan{})
-	_, after, leadAfter := Counts(s, p)
+	ids, before, leadBefore := Counts(s, Plan{}, nil)
+	_, after, leadAfter := Counts(s, p, nil)
 	moved, swaps := 0, 0
 	for _, c := range p.Changes {
 		n := len(model.Minus(c.ReplicasAfter, c.ReplicasBefore))

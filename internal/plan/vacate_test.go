@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kafkamender/kafkamender/internal/model"
@@ -547,4 +548,40 @@ func checkVacateOptimal(t *testing.T, name string, s *model.Snapshot, req Vacate
 		t.Errorf("%s: counts %v (sorted), the best is %v\n%s", name, g, best, fmtChanges(got.Changes))
 	}
 	return true
+}
+
+// TestDrain: leadership first (the shed's swap), then the replicas (Vacate on the cluster
+// as the shed leaves it); each change from the state now to the end, DrainStep in between.
+func TestDrain(t *testing.T) {
+	s := rfSnap(localRacks(), map[string][]model.Partition{"t": {
+		insync(3, 1),       // led by 3: 1 takes over, 4 replaces 3
+		insync(1, 3),       // 3 follows
+		insync(3, 4, 1, 2), // led by 3, no spare broker left
+		insync(2, 4),       // untouched
+	}})
+	got, ok := checkPlan(t, s, "", func() (Plan, error) { return Drain(s, VacateRequest{Brokers: ids(3)}) })
+	if !ok {
+		return
+	}
+	want := Plan{
+		Changes: []Change{
+			ch("t", 0, ids(3, 1), ids(1, 4), 3, 1),
+			ch("t", 1, ids(1, 3), ids(1, 4), 1, 1),
+			ch("t", 2, ids(3, 4, 1, 2), ids(4, 3, 1, 2), 3, 4), // the shed alone
+		},
+		Skipped: []Skip{{TopicPartition: tpOf("t", 2), Code: SkipNoSpare,
+			Reason: "1 replicas on [3] to recreate, but only 0 live brokers are not replicas already (replicas [3 4 1 2]); its leadership moves to 4"}},
+	}
+	if !reflect.DeepEqual(normPlan(got), normPlan(want)) {
+		t.Fatalf("got\n%s\nskipped %v\nwant\n%s\nskipped %v", fmtChanges(got.Changes), got.Skipped, fmtChanges(want.Changes), want.Skipped)
+	}
+	if mid := DrainStep(got.Changes[0], 3); !slices.Equal(mid, ids(1, 3)) {
+		t.Errorf("DrainStep of %v → %v: %v, want [1 3]", got.Changes[0].ReplicasBefore, got.Changes[0].ReplicasAfter, mid)
+	}
+	if mid := DrainStep(got.Changes[1], 3); mid != nil {
+		t.Errorf("DrainStep of a partition 3 does not head: %v", mid)
+	}
+	if _, err := Drain(rfSnap(without(localRacks(), 3), nil), VacateRequest{Brokers: ids(3)}); err == nil || !strings.Contains(err.Error(), "not live") {
+		t.Errorf("drain of a broker not live: %v", err)
+	}
 }
