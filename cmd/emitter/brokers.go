@@ -56,6 +56,7 @@ type brokerFailedOptions struct {
 	copyOptions
 	broker int32
 	rack   string
+	topics []string // nil: every topic
 }
 
 func (o *brokerFailedOptions) flags() eventFlags { return copyFlags(&o.eventOptions) }
@@ -70,6 +71,8 @@ func parseBrokerFailedFlags(args []string, e env) (brokerFailedOptions, error) {
 	broker := &int32Flag{v: &o.broker}
 	fs.Var(broker, "broker", "the `id` of the broker that is gone for good (required)")
 	fs.StringVar(&o.rack, "rack", "", "the failed broker's `rack`, when known (the cluster's metadata no longer lists it): its replacements go there where that keeps each partition's rack spread")
+	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic` (the critical ones first); repeat for several (default: every topic)")
+	fs.Var(topicsFlag{list: &o.topics, comma: true}, "topics", "comma-separated `list` of topics, same as several --topic")
 	o.copyOptions.register(fs, "the replacements")
 	if err := parseCommandLine(fs, args, e, printBrokerFailedUsage); err != nil {
 		return o, err
@@ -83,7 +86,7 @@ func parseBrokerFailedFlags(args []string, e env) (brokerFailedOptions, error) {
 // brokerFailedData is the data of the broker-failed event the flags ask for.
 func brokerFailedData(o brokerFailedOptions) events.BrokerFailed {
 	b := o.broker
-	return events.BrokerFailed{Broker: &b, Rack: o.rack, ThrottleBytesPerSec: o.throttle,
+	return events.BrokerFailed{Broker: &b, Rack: o.rack, Topics: o.topics, ThrottleBytesPerSec: o.throttle,
 		Timeout: events.Duration{Duration: o.opTimeout}, DryRun: o.dryRun, Reason: o.reason}
 }
 

@@ -101,8 +101,11 @@ type BrokerFailed struct {
 	Broker  *int32 `json:"broker"`
 	// Rack is the failed broker's rack, when known: the broker is gone from the metadata,
 	// and its replacements go to its rack where that keeps each partition's rack spread.
-	Rack                string `json:"rack,omitempty"`
-	ThrottleBytesPerSec int64  `json:"throttle_bytes_per_sec,omitempty"`
+	Rack string `json:"rack,omitempty"`
+	// Topics, when given, limits the repair to these topics (the critical ones first; a
+	// later event without it does the rest). Default: every topic.
+	Topics              []string `json:"topics,omitempty"`
+	ThrottleBytesPerSec int64    `json:"throttle_bytes_per_sec,omitempty"`
 	// Timeout bounds the whole repair across retries (default: the worker's
 	// replication_factor.timeout).
 	Timeout Duration `json:"timeout,omitzero"`
@@ -816,6 +819,7 @@ func (p *BrokerFailed) validate() error {
 	if err := checkText(p.Rack, MaxTextLength); err != nil {
 		errs = append(errs, fmt.Errorf("data.rack: %w", err))
 	}
+	errs = append(errs, checkTopicNames(p.Topics)...)
 	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
 	return errors.Join(errs...)
 }

@@ -65,10 +65,13 @@ func (h *Handlers) newBrokerFailed(ctx context.Context, c *Cluster, req *events.
 		if b, alive := snap.Brokers[broker]; alive {
 			return plan.Plan{}, nil, operation.Reject("broker %d is alive: the cluster's metadata lists it (rack %q); broker-failed moves data only off a broker that is gone for good (to empty a live broker, send broker-drain)", broker, b.Rack)
 		}
+		if err := knownTopics(snap, req.Topics); err != nil {
+			return plan.Plan{}, nil, err
+		}
 		if !holds(snap, broker) {
 			return plan.Plan{}, nil, nil
 		}
-		vr := plan.VacateRequest{Brokers: []int32{broker}, Protected: h.protected()}
+		vr := plan.VacateRequest{Brokers: []int32{broker}, Topics: req.Topics, Protected: h.protected()}
 		if req.Rack != "" {
 			vr.Racks = map[int32]string{broker: req.Rack}
 		}

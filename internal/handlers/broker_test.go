@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -371,5 +373,115 @@ func TestBrokerDrain(t *testing.T) {
 	}
 	if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
 		t.Errorf("broker throttles left: %v", th)
+	}
+}
+
+// TestBrokerFailed: broker 4 of local killed for good and its data deleted; broker-failed
+// recreates every replica it held (of the test's topics, RF 3 and RF 2 with data) on the
+// other brokers: each partition fully replicated again, only broker 4's replicas moved,
+// racks kept where a broker is left to keep them (and the note says so where not), every
+// record readable, no throttle left, and the result is what the cluster shows. The stack
+// gets broker 4 back, empty, when the test ends.
+func TestBrokerFailed(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	const failed = 4
+	f := newFleet(t, env, "local")
+	f.start("worker-1")
+	cl := env.Kafka(t, "local", kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	a, b := testenv.Name(t, "a"), testenv.Name(t, "b")
+	topics := []string{a, b}
+	assignments := map[string][][]int32{
+		a: {{4, 1, 3}, {1, 4, 2}, {2, 3, 4}, {3, 1, 2}},
+		b: {{4, 1}, {2, 4}, {3, 4}, {1, 2}},
+	}
+	for _, topic := range topics {
+		testenv.CreateTopic(t, cl, topic, assignments[topic], map[string]string{"min.insync.replicas": "1"})
+		testenv.Produce(t, cl, topic, len(assignments[topic]), 20, 10_000)
+	}
+	before := map[string][]model.Partition{a: state(t, f, a), b: state(t, f, b)}
+	dirs, err := env.Stack.LogDirs("local", failed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.KillBroker(t, "local", failed)
+	for _, d := range dirs {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			if err := os.RemoveAll(filepath.Join(d, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	res := f.run(f.event(events.TypeBrokerFailed, map[string]any{"broker": failed, "rack": "r2", "topics": topics,
+		"throttle_bytes_per_sec": 50_000_000, "reason": "host lost"}))
+	if res.Status != events.StatusSucceeded {
+		t.Fatalf("result %s (%s) skipped %+v", res.Status, res.Error, res.Skipped)
+	}
+	var changed []events.Change
+	testenv.Eventually(t, 60*time.Second, func() error {
+		changed = nil
+		for _, topic := range topics {
+			for i, p := range state(t, f, topic) {
+				q := before[topic][i]
+				if len(p.ISR) != len(p.Replicas) || p.Reassigning() {
+					return fmt.Errorf("%s: replicas %v isr %v", p.TopicPartition, p.Replicas, p.ISR)
+				}
+				if !slices.Contains(q.Replicas, failed) {
+					if !slices.Equal(p.Replicas, q.Replicas) {
+						t.Errorf("%s: %v → %v, though broker %d held none of it", p.TopicPartition, q.Replicas, p.Replicas, failed)
+					}
+					continue
+				}
+				kept := model.Minus(q.Replicas, []int32{failed})
+				if len(p.Replicas) != len(q.Replicas) || !slices.Equal(p.Replicas[:len(kept)], kept) || slices.Contains(p.Replicas, failed) {
+					t.Errorf("%s: %v → %v: want %v kept and one new replica", p.TopicPartition, q.Replicas, p.Replicas, kept)
+				}
+				changed = append(changed, events.Change{TopicPartition: p.TopicPartition, ReplicasBefore: q.Replicas, ReplicasAfter: p.Replicas,
+					LeaderBefore: q.Leader, LeaderAfter: p.Leader})
+			}
+		}
+		return nil
+	})
+	for _, c := range res.Changes {
+		shrinks := rackSpread(c.ReplicasAfter, localRack) < rackSpread(c.ReplicasBefore, localRack)
+		if shrinks != (c.Note != "") {
+			t.Errorf("%s: %v → %v (racks %d → %d): note %q", c.TopicPartition, c.ReplicasBefore, c.ReplicasAfter,
+				rackSpread(c.ReplicasBefore, localRack), rackSpread(c.ReplicasAfter, localRack), c.Note)
+		}
+	}
+	got := slices.Clone(res.Changes)
+	for i := range got {
+		got[i].Bytes, got[i].Note = 0, ""
+		// The leader before is the one the plan read, after broker 4's death.
+		if c := changed[slices.IndexFunc(changed, func(c events.Change) bool { return c.TopicPartition == got[i].TopicPartition })]; c.LeaderBefore == failed {
+			got[i].LeaderBefore = failed
+		}
+	}
+	byPartition := func(x, y events.Change) int { return strings.Compare(x.TopicPartition.String(), y.TopicPartition.String()) }
+	slices.SortFunc(got, byPartition)
+	slices.SortFunc(changed, byPartition)
+	if d := testenv.DiffChanges(got, changed); d != "" {
+		t.Errorf("the result's changes are not what the cluster shows:\n%s", d)
+	}
+	for _, topic := range topics {
+		countRecords(t, env, "local", topic, len(assignments[topic]), 20)
+	}
+	if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
+		t.Errorf("broker throttles left: %v", th)
+	}
+	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(t.Context(), topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rc := range rcs {
+		for _, c := range rc.Configs {
+			if strings.HasSuffix(c.Key, ".replication.throttled.replicas") && c.MaybeValue() != "" {
+				t.Errorf("%s: %s = %q left", rc.Name, c.Key, c.MaybeValue())
+			}
+		}
 	}
 }

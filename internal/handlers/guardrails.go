@@ -16,7 +16,7 @@ import (
 )
 
 // namedTopics are the topics an event names explicitly: replica-change-requested's and
-// logdir-move-requested's topic, broker-overloaded's, broker-drain's and broker-added's topics.
+// logdir-move-requested's topic, broker-overloaded's and the broker life cycle's topics.
 func namedTopics(payload any) []string {
 	switch req := payload.(type) {
 	case *events.ReplicaChange:
@@ -26,6 +26,8 @@ func namedTopics(payload any) []string {
 	case *events.BrokerAdded:
 		return req.Topics
 	case *events.BrokerDrain:
+		return req.Topics
+	case *events.BrokerFailed:
 		return req.Topics
 	case *events.LogDirMove:
 		if req.Topic != "" {
