@@ -461,7 +461,9 @@ func TestBrokerFailed(t *testing.T) {
 			got[i].LeaderBefore = failed
 		}
 	}
-	byPartition := func(x, y events.Change) int { return strings.Compare(x.TopicPartition.String(), y.TopicPartition.String()) }
+	byPartition := func(x, y events.Change) int {
+		return strings.Compare(x.TopicPartition.String(), y.TopicPartition.String())
+	}
 	slices.SortFunc(got, byPartition)
 	slices.SortFunc(changed, byPartition)
 	if d := testenv.DiffChanges(got, changed); d != "" {
