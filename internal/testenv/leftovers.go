@@ -290,12 +290,20 @@ func zkBrokerThrottles(zk *zkpkg.Conn, c stack.Cluster) (map[string]string, erro
 }
 
 // describedBrokerThrottles reads the dynamic per-broker throttle rates through
-// DescribeConfigs, keyed "<broker>/<config>". Every broker of the cluster must answer: one
-// that does not (or answers with an error) makes it fail, not look empty.
+// DescribeConfigs, keyed "<broker>/<config>". Every live broker of the cluster must answer:
+// one that does not (or answers with an error) makes it fail, not look empty.
 func describedBrokerThrottles(ctx context.Context, cl *kgo.Client, c stack.Cluster) (map[string]string, error) {
+	// Only live brokers answer (a test may have stopped one for good): the metadata says
+	// which. In ZooKeeper mode the config znodes cover the others.
+	md, err := kafka.BrokerMetadata(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("metadata of %s: %w", c.Name, err)
+	}
 	var ids []int32
 	for _, b := range c.Brokers {
-		ids = append(ids, b.ID)
+		if slices.ContainsFunc(md.Brokers, func(m kmsg.MetadataResponseBroker) bool { return m.NodeID == b.ID }) {
+			ids = append(ids, b.ID)
+		}
 	}
 	rcs, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx, ids...)
 	if err != nil {
