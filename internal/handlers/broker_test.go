@@ -472,6 +472,11 @@ func TestBrokerFailed(t *testing.T) {
 	for _, topic := range topics {
 		countRecords(t, env, "local", topic, len(assignments[topic]), 20)
 	}
+	// The alert fires again (a new firing): the broker holds nothing of them any more.
+	again := f.run(f.event(events.TypeBrokerFailed, map[string]any{"broker": failed, "topics": topics}))
+	if again.Status != events.StatusNoop || len(again.Changes) > 0 {
+		t.Errorf("broker-failed again: %s (%s), %d changes; want noop", again.Status, again.Error, len(again.Changes))
+	}
 	if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
 		t.Errorf("broker throttles left: %v", th)
 	}

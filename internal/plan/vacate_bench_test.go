@@ -30,7 +30,11 @@ func BenchmarkVacate100k(b *testing.B) {
 			var err error
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err = Vacate(s, req)
+				if kind == "drain" {
+					p, err = Drain(s, req) // its leadership shed, then Vacate
+				} else {
+					p, err = Vacate(s, req)
+				}
 			}
 			if err != nil {
 				b.Fatal(err)
