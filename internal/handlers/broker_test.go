@@ -492,3 +492,37 @@ func TestBrokerFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokerDrainTimeoutGivesLeadershipBack: a drain whose copies crawl past its timeout
+// is rolled back: the copy cancelled, the partition's replica order and the drained
+// broker's leadership given back, the throttles restored.
+func TestBrokerDrainTimeoutGivesLeadershipBack(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	f := newFleet(t, env, "local")
+	f.start("worker-1")
+	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	topic := testenv.Name(t, "slow")
+	testenv.CreateTopic(t, cl, topic, [][]int32{{4, 1}}, nil)
+	testenv.Produce(t, cl, topic, 1, 120, 50_000) // 6 MB: at 1,001 bytes/s the copy crawls
+	before := state(t, f, topic)
+	res := f.run(f.event(events.TypeBrokerDrain, map[string]any{"broker": 4, "topics": []string{topic},
+		"throttle_bytes_per_sec": 1_001, "timeout": "15s"}))
+	if res.Status != events.StatusFailed || !strings.Contains(res.Error, "timeout after 15s") ||
+		!strings.Contains(res.Error, "the leadership of 1 partitions given back to broker 4") {
+		t.Fatalf("result %s (%s), want failed: timeout, leadership given back", res.Status, res.Error)
+	}
+	testenv.Eventually(t, 30*time.Second, func() error {
+		now := state(t, f, topic)
+		if !sameState(now, before) || now[0].Reassigning() {
+			return fmt.Errorf("replicas %v led by %d, want %v led by %d as before", now[0].Replicas, now[0].Leader, before[0].Replicas, before[0].Leader)
+		}
+		return nil
+	})
+	if len(res.Changes) > 0 {
+		t.Errorf("a drain rolled back lists changes: %+v", res.Changes)
+	}
+	if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
+		t.Errorf("broker throttles left: %v", th)
+	}
+}

@@ -393,7 +393,9 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 	}
 	var planned []plan.Change
 	for _, ch := range r.Entry().Changes {
-		if step(ch) != nil {
+		// A change that only sheds (its replica could not move) is finished at its step:
+		// it keeps its new state, as every finished one does.
+		if mid := step(ch); mid != nil && !slices.Equal(mid, ch.ReplicasAfter) {
 			planned = append(planned, ch)
 		}
 	}
@@ -590,7 +592,7 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 		if err := r.Op.Save(ctx); err != nil {
 			return strings.Join(parts, "; "), err
 		}
-		changes, err := report(ctx, t.rd(r), st.done, false)
+		changes, err := report(ctx, t.rd(r), st.done, t.leaders)
 		if err != nil {
 			return strings.Join(parts, "; "), err
 		}
@@ -615,11 +617,11 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 	if err := t.restore(ctx, r); err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	now, err := observe(ctx, t.rd(r), e.Changes, 0, allOf(e.Changes), false)
+	now, err := observe(ctx, t.rd(r), e.Changes, 0, allOf(e.Changes), t.leaders)
 	if err != nil {
 		return strings.Join(parts, "; "), err
 	}
-	r.Result.Changes = changedFrom(e.Changes, now, false)
+	r.Result.Changes = changedFrom(e.Changes, now, t.leaders)
 	leave(r, r.Result.Changes, now)
 	return strings.Join(parts, "; "), nil
 }
