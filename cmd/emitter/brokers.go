@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -241,44 +239,11 @@ func (o *brokerAddedOptions) build(now time.Time) (events.Envelope, string, []by
 	return buildBrokerAddedEvent(*o, now)
 }
 
-// brokersFlag appends broker ids to a list: one per use (--broker) or a comma-separated
-// list (--brokers). Ids are checked after parsing, so that every bad one is reported.
-type brokersFlag struct {
-	list  *[]int32
-	comma bool
-}
-
-func (f brokersFlag) String() string {
-	if f.list == nil {
-		return ""
-	}
-	return joinInt32(*f.list, ",")
-}
-
-func (f brokersFlag) Set(s string) error {
-	fields := []string{s}
-	if f.comma {
-		fields = strings.Split(s, ",")
-	}
-	for _, b := range fields {
-		b = strings.TrimSpace(b)
-		if b == "" {
-			return fmt.Errorf("empty broker id in %q", s)
-		}
-		n, err := strconv.ParseInt(b, 10, 32)
-		if err != nil {
-			return fmt.Errorf("%q is not a broker id", b)
-		}
-		*f.list = append(*f.list, int32(n))
-	}
-	return nil
-}
-
 func parseBrokerAddedFlags(args []string, e env) (brokerAddedOptions, error) {
 	var o brokerAddedOptions
 	fs := newEventFlagSet("emitter broker-added", o.flags())
-	fs.Var(brokersFlag{list: &o.brokers}, "broker", "the `id` of a new or empty broker, which must be live; repeat for several (at least one, by --broker or --brokers)")
-	fs.Var(brokersFlag{list: &o.brokers, comma: true}, "brokers", "comma-separated `list` of broker ids, same as several --broker")
+	fs.Var(int32sFlag{list: &o.brokers, what: "broker id"}, "broker", "the `id` of a new or empty broker, which must be live; repeat for several (at least one, by --broker or --brokers)")
+	fs.Var(int32sFlag{list: &o.brokers, comma: true, what: "broker id"}, "brokers", "comma-separated `list` of broker ids, same as several --broker")
 	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic` count and move; repeat for several (default: every topic)")
 	fs.Var(topicsFlag{list: &o.topics, comma: true}, "topics", "comma-separated `list` of topics, same as several --topic")
 	o.copyOptions.register(fs, "the moved replicas")

@@ -29,33 +29,36 @@ func (o *preferredOptions) build(now time.Time) (events.Envelope, string, []byte
 	return buildPreferredEvent(*o, now)
 }
 
-// partitionsFlag appends partition numbers to a list: one per use (--partition)
-// or a comma-separated list (--partitions).
-type partitionsFlag struct {
+// int32sFlag appends numbers to a list: one per use (--partition, --broker) or a
+// comma-separated list (--partitions, --brokers). what names one ("partition number",
+// "broker id") in errors; the numbers are checked after parsing, so that every bad one
+// is reported.
+type int32sFlag struct {
 	list  *[]int32
 	comma bool
+	what  string
 }
 
-func (f partitionsFlag) String() string {
+func (f int32sFlag) String() string {
 	if f.list == nil {
 		return ""
 	}
 	return joinInt32(*f.list, ",")
 }
 
-func (f partitionsFlag) Set(s string) error {
+func (f int32sFlag) Set(s string) error {
 	fields := []string{s}
 	if f.comma {
 		fields = strings.Split(s, ",")
 	}
-	for _, p := range fields {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			return fmt.Errorf("empty partition number in %q", s)
+	for _, v := range fields {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			return fmt.Errorf("empty %s in %q", f.what, s)
 		}
-		n, err := strconv.ParseInt(p, 10, 32)
+		n, err := strconv.ParseInt(v, 10, 32)
 		if err != nil {
-			return fmt.Errorf("%q is not a partition number", p)
+			return fmt.Errorf("%q is not a %s", v, f.what)
 		}
 		*f.list = append(*f.list, int32(n))
 	}
@@ -67,8 +70,8 @@ func newPreferredFlagSet(o *preferredOptions) (*flag.FlagSet, *int32Flag) {
 	broker := &int32Flag{v: &o.broker}
 	fs.StringVar(&o.topic, "topic", "", "the `topic` whose partitions change (required)")
 	fs.Var(broker, "broker", "`id` of the broker to make the preferred leader (required)")
-	fs.Var(partitionsFlag{list: &o.partitions}, "partition", "a `partition` to change; repeat for several (default: every partition with a replica on --broker)")
-	fs.Var(partitionsFlag{list: &o.partitions, comma: true}, "partitions", "comma-separated `list` of partitions, same as several --partition")
+	fs.Var(int32sFlag{list: &o.partitions, what: "partition number"}, "partition", "a `partition` to change; repeat for several (default: every partition with a replica on --broker)")
+	fs.Var(int32sFlag{list: &o.partitions, comma: true, what: "partition number"}, "partitions", "comma-separated `list` of partitions, same as several --partition")
 	fs.StringVar(&o.strategy, "strategy", "", "cluster backend (`strategy`) the worker uses: "+orList(strategies)+" (default: the worker's configured strategy)")
 	return fs, broker
 }

@@ -109,8 +109,8 @@ func newRFFlagSet(o *rfOptions) (*flag.FlagSet, *int32Flag) {
 	factor := &int32Flag{v: &o.factor}
 	fs.StringVar(&o.topic, "topic", "", "the `topic` whose replication factor changes (required)")
 	fs.Var(factor, "rf", "the replication factor wanted: `n` replicas per partition, 1 or more (required)")
-	fs.Var(partitionsFlag{list: &o.partitions}, "partition", "a `partition` to change; repeat for several (default: every partition of --topic)")
-	fs.Var(partitionsFlag{list: &o.partitions, comma: true}, "partitions", "comma-separated `list` of partitions, same as several --partition")
+	fs.Var(int32sFlag{list: &o.partitions, what: "partition number"}, "partition", "a `partition` to change; repeat for several (default: every partition of --topic)")
+	fs.Var(int32sFlag{list: &o.partitions, comma: true, what: "partition number"}, "partitions", "comma-separated `list` of partitions, same as several --partition")
 	fs.StringVar(&o.strategy, "strategy", "", "cluster backend (`strategy`) the worker uses: "+orList(rfStrategies)+" (default: the worker's configured strategy; zk-nudge cannot change replica sets)")
 	fs.Var(byteSizeFlag{&o.throttle}, "throttle", "replication throttle while new replicas copy, in bytes per second: a `size` such as 50MB, 10MiB or 1048576 (B, KB, MB, GB: powers of 1000; KiB, MiB, GiB: of 1024) (default: the worker's configured throttle)")
 	fs.DurationVar(&o.opTimeout, "timeout-op", 0, "how long the worker may take over the change before it cancels the unfinished reassignments: a `duration` such as 30m (default: the worker's configured bound); --timeout is how long the emitter waits")

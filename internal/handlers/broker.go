@@ -71,17 +71,12 @@ func (h *Handlers) newBrokerFailed(ctx context.Context, c *Cluster, req *events.
 		if !holds(snap, broker) {
 			return plan.Plan{}, nil, nil
 		}
-		vr := plan.VacateRequest{Brokers: []int32{broker}, Topics: req.Topics, Protected: h.protected()}
-		if req.Rack != "" {
-			vr.Racks = map[int32]string{broker: req.Rack}
-		}
-		var err error
-		if vr.MinISR, err = minInsyncReplicasAll(ctx, c, snap); err != nil {
-			return plan.Plan{}, nil, err
-		}
-		notes, err := h.capacity(ctx, c, snap, &vr.Capacity)
+		vr, notes, err := h.vacateRequest(ctx, c, snap, broker, req.Topics)
 		if err != nil {
 			return plan.Plan{}, nil, err
+		}
+		if req.Rack != "" {
+			vr.Racks = map[int32]string{broker: req.Rack}
 		}
 		p, err := plan.Vacate(snap, vr)
 		return p, notes, err
@@ -105,12 +100,7 @@ func (h *Handlers) newBrokerDrain(ctx context.Context, c *Cluster, req *events.B
 		if err := knownTopics(snap, req.Topics); err != nil {
 			return plan.Plan{}, nil, err
 		}
-		vr := plan.VacateRequest{Brokers: []int32{broker}, Topics: req.Topics, Protected: h.protected()}
-		var err error
-		if vr.MinISR, err = minInsyncReplicasAll(ctx, c, snap); err != nil {
-			return plan.Plan{}, nil, err
-		}
-		notes, err := h.capacity(ctx, c, snap, &vr.Capacity)
+		vr, notes, err := h.vacateRequest(ctx, c, snap, broker, req.Topics)
 		if err != nil {
 			return plan.Plan{}, nil, err
 		}
@@ -118,6 +108,19 @@ func (h *Handlers) newBrokerDrain(ctx context.Context, c *Cluster, req *events.B
 		return p, notes, err
 	}
 	return t, nil
+}
+
+// vacateRequest is the request that empties broker of topics (nil: every topic), with
+// the topics' min.insync.replicas and the brokers' capacity read from the cluster; the
+// notes say which brokers are not bounded.
+func (h *Handlers) vacateRequest(ctx context.Context, c *Cluster, snap *model.Snapshot, broker int32, topics []string) (plan.VacateRequest, []string, error) {
+	vr := plan.VacateRequest{Brokers: []int32{broker}, Topics: topics, Protected: h.protected()}
+	var err error
+	if vr.MinISR, err = minInsyncReplicasAll(ctx, c, snap); err != nil {
+		return vr, nil, err
+	}
+	notes, err := h.capacity(ctx, c, snap, &vr.Capacity)
+	return vr, notes, err
 }
 
 // newBrokerAdded plans moving replicas and leadership onto new or empty brokers: each
