@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,13 @@ import (
 // publishes no result, for ever: Run must end with an error saying so, and /healthz must
 // stop answering 200, so that the orchestrator starts the worker again.
 func TestClosedNATSConnectionIsFatal(t *testing.T) {
+	// The credentials are revoked through an authenticator and the worker's connection
+	// kicked, rather than by reloading the server's users: nats-server's own reload reads
+	// a live client's counters without atomics while its read loop writes them, a data
+	// race inside the server that -race reports against this test.
+	auth := &revocable{user: "worker", password: "before"}
 	opts := &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(),
-		NoLog: true, NoSigs: true, Users: []*server.User{{Username: "worker", Password: "before"}}}
+		NoLog: true, NoSigs: true, CustomClientAuthentication: auth}
 	s := testenv.StartNATSServer(t, opts, nil)
 
 	cfg := unreachableConfig(t)
@@ -42,12 +48,17 @@ func TestClosedNATSConnectionIsFatal(t *testing.T) {
 		t.Fatalf("/healthz = %d %q before", code, body)
 	}
 
-	// The password changes on the server: the worker is disconnected, and refused at every
+	// The password is revoked: the worker is disconnected, and refused at every
 	// reconnect; nats.go closes the connection after the second refusal.
-	changed := opts.Clone()
-	changed.Users = []*server.User{{Username: "worker", Password: "after"}}
-	if err := s.ReloadOptions(changed); err != nil {
+	auth.revoked.Store(true)
+	connz, err := s.Connz(nil)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, c := range connz.Conns {
+		if err := s.DisconnectClientByID(c.Cid); err != nil {
+			t.Fatalf("kick client %d: %v", c.Cid, err)
+		}
 	}
 	select {
 	case err := <-runErr:
@@ -63,4 +74,19 @@ func TestClosedNATSConnectionIsFatal(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), "closed for good") {
 		t.Errorf("/healthz = %d %q after, want 503 saying why", rec.Code, rec.Body)
 	}
+}
+
+// revocable lets one user in until revoked, as a server whose credentials were rotated.
+type revocable struct {
+	user, password string
+	revoked        atomic.Bool
+}
+
+func (a *revocable) Check(c server.ClientAuthentication) bool {
+	o := c.GetOpts()
+	if a.revoked.Load() || o.Username != a.user || o.Password != a.password {
+		return false
+	}
+	c.RegisterUser(&server.User{Username: a.user})
+	return true
 }
