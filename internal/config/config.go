@@ -241,7 +241,20 @@ type Cluster struct {
 	// ZooKeeperAuth is the digest identity Kafka's znodes were created with (Kafka's
 	// zookeeper.set.acl), which the zk-reassign and zk-nudge strategies need to edit them.
 	ZooKeeperAuth ZooKeeperAuth `yaml:"zookeeper_auth"`
+	// CapacityBytes is the capacity of each listed broker in bytes, for plans that copy
+	// data onto brokers (broker-failed, broker-drain, broker-added, replication-factor
+	// raises). A broker it lists holds the sum of its replicas' sizes against it; a broker
+	// it does not list is bounded by its log directories' volumes as it reports them
+	// (Kafka 3.3+), else not at all. For brokers that share a disk, whose volumes say
+	// nothing about their own share.
+	CapacityBytes map[int32]int64 `yaml:"capacity_bytes"`
+	// CapacityThreshold is the share of a broker's capacity no plan may put it above.
+	// Default 0.8; in (0, 1].
+	CapacityThreshold *float64 `yaml:"capacity_threshold"`
 }
+
+// DefaultCapacityThreshold is the default of clusters.<name>.capacity_threshold.
+const DefaultCapacityThreshold = 0.8
 
 // Defaults.
 const (
@@ -442,6 +455,10 @@ func (c *Config) setDefaults() {
 		if cl.Strategy == "" {
 			cl.Strategy = StrategyAuto
 		}
+		if cl.CapacityThreshold == nil {
+			t := DefaultCapacityThreshold
+			cl.CapacityThreshold = &t
+		}
 	}
 }
 
@@ -590,6 +607,18 @@ func (cl *Cluster) validate(path string, p *problems) {
 		p.add(path+".lock.backend", fmt.Errorf("%q: unknown backend (want zookeeper or nats)", cl.Lock.Backend))
 	case cl.Lock.Backend == LockNATS && cl.ZooKeeper != "":
 		p.add(path+".lock.backend", errors.New("nats: a cluster with a zookeeper of its own keeps its lock there, which fences the worker's znode writes in the same transaction; use zookeeper"))
+	}
+
+	for _, id := range slices.Sorted(maps.Keys(cl.CapacityBytes)) {
+		if id < 0 {
+			p.add(path+".capacity_bytes", fmt.Errorf("broker %d: a broker id is not negative", id))
+		}
+		if b := cl.CapacityBytes[id]; b <= 0 {
+			p.add(fmt.Sprintf("%s.capacity_bytes.%d", path, id), fmt.Errorf("%d: must be above 0", b))
+		}
+	}
+	if t := cl.CapacityThreshold; t != nil && (*t <= 0 || *t > 1) {
+		p.add(path+".capacity_threshold", fmt.Errorf("%g: must be above 0 and at most 1", *t))
 	}
 
 	validateTLSFields(path+".tls", cl.TLS, p)

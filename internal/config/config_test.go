@@ -25,7 +25,7 @@ func TestLoadValidExample(t *testing.T) {
 		NATS: NATS{URL: "nats://127.0.0.1:4222", Consumer: "kafkamender-workers", Subjects: []string{"kafkamender.events.>"}, AckWait: 30 * time.Second, MaxAttempts: 10,
 			EventsMaxBytes: 256 << 20, ResultsMaxBytes: 1 << 30},
 		BrokerOverloaded: BrokerOverloaded{CoolDown: 10 * time.Minute},
-		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 4, ForeignWait: time.Minute,
+		ReplicationFactor: ReplicationFactor{Timeout: time.Hour, MaxMovesPerBroker: 5, ForeignWait: time.Minute,
 			ThrottleSettle: 2 * time.Second},
 		LogDir:     LogDir{Timeout: time.Hour, Tolerance: new(0.1)},
 		Guardrails: guardrails.Limits{MaxTimeout: guardrails.DefaultMaxTimeout},
@@ -41,15 +41,17 @@ func TestLoadValidExample(t *testing.T) {
 		},
 		Clusters: map[string]*Cluster{
 			"local": {
-				Name:             "local",
-				BootstrapServers: []string{"127.0.0.1:19092", "127.0.0.1:29092"},
-				ZooKeeper:        "127.0.0.1:2181/kafka",
-				Strategy:         StrategyAuto,
+				Name:              "local",
+				BootstrapServers:  []string{"127.0.0.1:19092", "127.0.0.1:29092"},
+				ZooKeeper:         "127.0.0.1:2181/kafka",
+				Strategy:          StrategyAuto,
+				CapacityThreshold: new(DefaultCapacityThreshold),
 			},
 			"kraft": {
-				Name:             "kraft",
-				BootstrapServers: []string{"127.0.0.1:19192"},
-				Strategy:         StrategyAuto,
+				Name:              "kraft",
+				BootstrapServers:  []string{"127.0.0.1:19192"},
+				Strategy:          StrategyAuto,
+				CapacityThreshold: new(DefaultCapacityThreshold),
 			},
 		},
 	}
@@ -466,6 +468,22 @@ clusters:
 			want: []string{"clusters.local.zookeeper: required by strategy zk-nudge"},
 		},
 		{
+			name: "capacity out of range",
+			yaml: base + `
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+    capacity_bytes: {1: 0, 2: -5, -3: 100, 4: 1000}
+    capacity_threshold: 1.2
+`,
+			want: []string{
+				"clusters.local.capacity_bytes: broker -3: a broker id is not negative",
+				"clusters.local.capacity_bytes.1: 0: must be above 0",
+				"clusters.local.capacity_bytes.2: -5: must be above 0",
+				"clusters.local.capacity_threshold: 1.2: must be above 0 and at most 1",
+			},
+		},
+		{
 			name: "operation tuning out of range",
 			yaml: base + oneCluster + `replication_factor: {throttle_bytes_per_sec: -5, timeout: -1s, max_moves_per_broker: -2, foreign_wait: -3m, throttle_settle: -1ms}
 logdir: {throttle_bytes_per_sec: -1, timeout: -2h, tolerance: 1.5}
@@ -712,5 +730,33 @@ func TestRedactNATSURLs(t *testing.T) {
 		if got != want {
 			t.Errorf("RedactNATSURLs(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// capacity_bytes is keyed by broker id; capacity_threshold keeps an explicit value.
+func TestCapacity(t *testing.T) {
+	clearEnv(t)
+	cfg, err := Parse([]byte(`
+nats: {url: "nats://127.0.0.1:4222"}
+lock: {zookeeper: "127.0.0.1:2181"}
+clusters:
+  local:
+    bootstrap_servers: [127.0.0.1:19092]
+    capacity_bytes: {1: 1073741824, 4: 2147483648}
+    capacity_threshold: 0.75
+  other:
+    bootstrap_servers: [127.0.0.1:19093]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cfg.Clusters["local"].CapacityBytes, map[int32]int64{1: 1 << 30, 4: 2 << 30}; !reflect.DeepEqual(got, want) {
+		t.Errorf("capacity_bytes = %v, want %v", got, want)
+	}
+	if got := *cfg.Clusters["local"].CapacityThreshold; got != 0.75 {
+		t.Errorf("capacity_threshold = %g, want 0.75", got)
+	}
+	if o := cfg.Clusters["other"]; o.CapacityBytes != nil || *o.CapacityThreshold != DefaultCapacityThreshold {
+		t.Errorf("defaults: capacity_bytes %v, capacity_threshold %g", o.CapacityBytes, *o.CapacityThreshold)
 	}
 }

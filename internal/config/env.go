@@ -190,6 +190,8 @@ func (w *fieldWalker) value(v reflect.Value, path, env string, inList bool) {
 		}
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
 		w.out = append(w.out, setting{path: path, env: env, kind: "mapping of strings", v: v})
+	case t.Kind() == reflect.Map && settableKind(t.Key()) == "integer" && settableKind(t.Elem()) == "integer":
+		w.out = append(w.out, setting{path: path, env: env, kind: "mapping of integers", v: v})
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.Slice && t.Elem().Elem().Kind() == reflect.String:
 		w.out = append(w.out, setting{path: path, env: env, kind: "mapping of lists of strings", v: v})
 	default:

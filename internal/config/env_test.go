@@ -68,7 +68,7 @@ func TestParseEnv(t *testing.T) {
 			got: func(c *Config) any {
 				return []int64{int64(c.NATS.MaxAttempts), c.Alertmanager.MaxBytes, int64(c.ReplicationFactor.MaxMovesPerBroker)}
 			},
-			want: []int64{3, 2048, 4}, // -0 is 0: the default
+			want: []int64{3, 2048, 5}, // -0 is 0: the default
 		},
 		{
 			name:    "booleans",

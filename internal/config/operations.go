@@ -51,7 +51,10 @@ type ReplicationFactor struct {
 	// Timeout bounds a change, across attempts, when the event sets none; unfinished
 	// copies are then cancelled. Default 1h.
 	Timeout time.Duration `yaml:"timeout"`
-	// MaxMovesPerBroker caps the partitions copying to one broker at a time. Default 4.
+	// MaxMovesPerBroker caps the copies in or out of one broker at a time: a broker
+	// receiving a replica, the leader it copies from, and a live broker leaving the
+	// replica set each count one. Default 5 (Cruise Control's
+	// num.concurrent.partition.movements.per.broker).
 	MaxMovesPerBroker int `yaml:"max_moves_per_broker"`
 	// ForeignWait is how long to wait for reassignments started by someone else before
 	// failing with their list. Default 1m.
@@ -72,7 +75,7 @@ func (o *ReplicationFactor) SetDefaults() {
 		o.Timeout = time.Hour
 	}
 	if o.MaxMovesPerBroker == 0 {
-		o.MaxMovesPerBroker = 4
+		o.MaxMovesPerBroker = 5
 	}
 	if o.ForeignWait == 0 {
 		o.ForeignWait = time.Minute

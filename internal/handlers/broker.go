@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
@@ -23,10 +24,6 @@ import (
 // (plan.Vacate, plan.Drain, plan.Fill), made from a read of every topic. A drain sheds
 // the broker's leadership before its copies (rfTask.shed); broker-added elects the
 // leaders it moves after them.
-
-// DefaultCapacityThreshold is the share of a broker's capacity no plan that copies data
-// onto it may exceed.
-const DefaultCapacityThreshold = 0.8
 
 // newCopy builds the copy task of a broker life-cycle event: the strategy (zk-nudge
 // never changes a replica set), the throttle and the timeout it asks for, else the
@@ -212,20 +209,25 @@ func minInsyncReplicasAll(ctx context.Context, c *Cluster, snap *model.Snapshot)
 	return func(t string) int { return max(m[t], 1) }, nil
 }
 
-// capacity fills cp from the brokers' log directories: each broker's capacity is the total
-// size of the volumes of its log directories, what it uses that less their usable bytes
-// (Kafka 3.3+; a broker that does not report them is not bounded), and a partition's size
-// the largest of its replicas. The notes say which brokers are unbounded.
+// capacity fills cp from the brokers' log directories and the cluster's configuration.
+// A broker with a configured capacity (Cluster.Capacity) holds the sum of its replicas'
+// sizes against it; any other broker's capacity is the total size of the volumes of its
+// log directories, and what it uses that less their usable bytes (Kafka 3.3+; a broker
+// that reports neither is not bounded). A partition's size is the largest of its
+// replicas. The notes say which brokers are unbounded.
 func (h *Handlers) capacity(ctx context.Context, c *Cluster, snap *model.Snapshot, cp *plan.Capacity) ([]string, error) {
 	dirs, err := kadm.NewClient(c.Client).DescribeAllLogDirs(ctx, nil)
 	if err != nil {
 		return nil, transient(fmt.Errorf("describe log dirs: %w", err))
 	}
-	cp.Total, cp.Used, cp.Threshold = map[int32]int64{}, map[int32]int64{}, DefaultCapacityThreshold
+	cp.Total, cp.Used, cp.Threshold = map[int32]int64{}, map[int32]int64{}, c.CapacityThreshold
+	if cp.Threshold <= 0 {
+		cp.Threshold = config.DefaultCapacityThreshold
+	}
 	sizes := map[model.TopicPartition]int64{}
 	var unbounded []int32
 	for b, ds := range dirs {
-		var total, used int64
+		var total, used, replicas int64
 		bounded := true
 		for _, d := range ds {
 			if d.Err != nil || d.TotalBytes < 0 || d.UsableBytes < 0 {
@@ -237,9 +239,14 @@ func (h *Handlers) capacity(ctx context.Context, c *Cluster, snap *model.Snapsho
 			d.Topics.Each(func(p kadm.DescribedLogDirPartition) {
 				tp := model.TopicPartition{Topic: p.Topic, Partition: p.Partition}
 				sizes[tp] = max(sizes[tp], p.Size)
+				replicas += p.Size
 			})
 		}
 		if _, live := snap.Brokers[b]; !live {
+			continue
+		}
+		if configured, ok := c.Capacity[b]; ok {
+			cp.Total[b], cp.Used[b] = configured, replicas
 			continue
 		}
 		if !bounded || total == 0 {
@@ -253,7 +260,7 @@ func (h *Handlers) capacity(ctx context.Context, c *Cluster, snap *model.Snapsho
 		return nil, nil
 	}
 	slices.Sort(unbounded)
-	return []string{fmt.Sprintf("brokers %v do not report their volumes' sizes (Kafka before 3.3): planned without a capacity bound", unbounded)}, nil
+	return []string{fmt.Sprintf("brokers %v report no volume sizes (Kafka before 3.3) and have no clusters.%s.capacity_bytes: planned without a capacity bound", unbounded, c.Name)}, nil
 }
 
 // drainedOf is the broker a drain's changes empty: the one every change removes (-1 when

@@ -97,6 +97,13 @@ type Cluster struct {
 	// their znode writes.
 	Locker   locks.Backend
 	Strategy kafka.Strategy // the configured default
+	// Capacity is the configured capacity in bytes of the brokers it lists
+	// (clusters.<name>.capacity_bytes): such a broker holds the sum of its replicas'
+	// sizes against it. Other brokers are bounded by their volumes as they report them.
+	Capacity map[int32]int64
+	// CapacityThreshold is the share of a broker's capacity no plan may put it above
+	// (0: config.DefaultCapacityThreshold).
+	CapacityThreshold float64
 }
 
 // reader reads the cluster with what it has (caps): its ongoing reassignments through the

@@ -140,12 +140,29 @@ func (t *rfTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*operati
 	if err != nil {
 		return nil, err
 	}
-	p, err := plan.ReplicationFactor(snap, t.req)
+	req := t.req
+	var notes []string
+	if raises(snap, req) {
+		if notes, err = t.h.capacity(ctx, t.c, snap, &req.Capacity); err != nil {
+			return nil, err
+		}
+	}
+	p, err := plan.ReplicationFactor(snap, req)
 	if err != nil {
 		return nil, err
 	}
 	return &operation.Planned{Changes: p.Changes, Noop: p.Noop, Skipped: append(p.Skipped, blockedSkips(snap, p.Blocked, 0)...),
-		Deadline: time.Now().Add(t.timeout).UTC()}, nil
+		Deadline: time.Now().Add(t.timeout).UTC(), Notes: notes}, nil
+}
+
+// raises reports whether the request adds a replica to some partition of its topic.
+func raises(snap *model.Snapshot, req plan.RFRequest) bool {
+	for _, p := range snap.Topics[req.Topic] {
+		if (req.Partitions == nil || slices.Contains(req.Partitions, p.Partition)) && len(p.Replicas) < req.Factor {
+			return true
+		}
+	}
+	return false
 }
 
 // timeoutError ends an operation that outlived its timeout (across attempts). Permanent.
@@ -155,11 +172,15 @@ func (e *timeoutError) Error() string { return fmt.Sprintf("timeout after %s", e
 
 // rfState is where each planned partition stands, from a fresh read.
 type rfState struct {
-	done    []plan.Change // at the target replicas
-	running []plan.Change // our reassignment to the target is in progress
-	waiting []plan.Change // still at the replicas before: to submit
-	skips   []plan.Skip   // changed by someone else since the plan, or gone
+	done    []plan.Change          // at the target replicas
+	running []plan.Change          // our reassignment to the target is in progress
+	waiting []plan.Change          // still at the replicas before: to submit
+	skips   []plan.Skip            // changed by someone else since the plan, or gone
+	brokers map[int32]model.Broker // the live brokers
 }
+
+// live reports whether broker b is in the read's metadata.
+func (s rfState) live(b int32) bool { _, ok := s.brokers[b]; return ok }
 
 func (s rfState) pending() []plan.Change { return append(slices.Clone(s.running), s.waiting...) }
 
@@ -208,7 +229,9 @@ func (t *rfTask) read(ctx context.Context, r *operation.Run) (rfState, error) {
 	if err != nil {
 		return rfState{}, err
 	}
-	return classify(snap, r.Entry(), t.step()), nil
+	st := classify(snap, r.Entry(), t.step())
+	st.brokers = snap.Brokers
+	return st, nil
 }
 
 // Apply carries the journaled change out from wherever it stands: it adopts our
@@ -234,7 +257,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 			return stopped(ctx, err)
 		}
 	}
-	batches := batchMoves(pending, t.h.cfg.RF.MaxMovesPerBroker)
+	batches := batchMoves(pending, t.h.cfg.RF.MaxMovesPerBroker, st.live)
 	adm := kadm.NewClient(t.c.Client)
 	expected := expectedBytes(ctx, adm, e.Changes)
 	done := len(st.done)
@@ -749,9 +772,10 @@ func waitForeign(ctx context.Context, rd reassignmentLister, wait time.Duration,
 	}
 }
 
-// batchMoves splits the changes into batches in which no broker receives more than max
-// new replicas; trims (nothing to copy) all go in the first batch.
-func batchMoves(changes []plan.Change, max int) [][]plan.Change {
+// batchMoves splits the changes, in their order (the most urgent first), into batches in
+// which no broker has more than max copies in or out (copyLoad); trims (nothing to copy)
+// all go in the first batch. A change that alone exceeds max gets a batch of its own.
+func batchMoves(changes []plan.Change, max int, live func(int32) bool) [][]plan.Change {
 	var batches [][]plan.Change
 	var trims []plan.Change
 	var moves []plan.Change
@@ -764,19 +788,19 @@ func batchMoves(changes []plan.Change, max int) [][]plan.Change {
 	}
 	current, load := trims, map[int32]int{}
 	for _, ch := range moves {
-		added := minus(ch.ReplicasAfter, ch.ReplicasBefore)
+		brokers := copyLoad(ch, live)
 		full := false
-		for _, b := range added {
+		for _, b := range brokers {
 			if load[b] >= max {
 				full = true
 			}
 		}
-		if full {
+		if full && len(current) > 0 {
 			batches = append(batches, current)
 			current, load = nil, map[int32]int{}
 		}
 		current = append(current, ch)
-		for _, b := range added {
+		for _, b := range brokers {
 			load[b]++
 		}
 	}
@@ -784,6 +808,26 @@ func batchMoves(changes []plan.Change, max int) [][]plan.Change {
 		batches = append(batches, current)
 	}
 	return batches
+}
+
+// copyLoad lists the brokers a change's copy loads, as Cruise Control counts a
+// partition movement on both ends: every broker that receives a new replica, the leader
+// the new replicas fetch from (during a drain, the replica that took over its
+// leadership), and every live broker that leaves the replicas. A broker not live does
+// nothing and is not counted.
+func copyLoad(ch plan.Change, live func(int32) bool) []int32 {
+	out := minus(ch.ReplicasAfter, ch.ReplicasBefore)
+	removed := minus(ch.ReplicasBefore, ch.ReplicasAfter)
+	source := ch.LeaderBefore
+	if slices.Contains(removed, source) && slices.Contains(ch.ReplicasBefore, ch.LeaderAfter) {
+		source = ch.LeaderAfter // shed first: the new leader serves the copy
+	}
+	for _, b := range append([]int32{source}, removed...) {
+		if b >= 0 && live(b) && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // pendingMoves lists the batch's partitions still copying or still to submit, from a fresh

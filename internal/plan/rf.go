@@ -21,6 +21,9 @@ type RFRequest struct {
 	// AllowInternal allows changing an internal topic: any name that starts with "__",
 	// such as __consumer_offsets and __transaction_state.
 	AllowInternal bool
+	// Capacity bounds the bytes each broker may be planned to hold after a raise (zero:
+	// not checked), as in VacateRequest.
+	Capacity Capacity
 }
 
 // SkipNoLeader: the partition has no leader, so new replicas would have nothing to copy
@@ -136,6 +139,9 @@ func ReplicationFactor(s *model.Snapshot, req RFRequest) (Plan, error) {
 		ra := newRFRaiser(c, wants)
 		ra.greedy()
 		ra.repair()
+		if err := ra.fit(req.Capacity); err != nil {
+			return Plan{}, err
+		}
 		ra.appended(after, factor)
 	}
 	n, size := 0, 0

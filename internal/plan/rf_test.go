@@ -90,6 +90,30 @@ func TestReplicationFactor(t *testing.T) {
 			},
 		},
 		{
+			name: "raise: a broker near its capacity bound gets nothing that does not fit",
+			snap: rfSnap(norack(4), map[string][]model.Partition{"t": {
+				led(insync(3, 1), 1), led(insync(3, 1), 1),
+			}}),
+			req: RFRequest{Topic: "t", Factor: 3, Capacity: Capacity{
+				Total: map[int32]int64{2: 1000, 4: 1000}, Used: map[int32]int64{2: 770, 4: 100},
+				Size: func(model.TopicPartition) int64 { return 40 }, Threshold: 0.8,
+			}},
+			// Without the bound, one new replica would go to 2 and one to 4.
+			changes: []Change{
+				same("t", 0, ids(3, 1), ids(3, 1, 4), 1),
+				same("t", 1, ids(3, 1), ids(3, 1, 4), 1),
+			},
+		},
+		{
+			name: "raise that cannot fit the capacity is rejected with brokers and bytes",
+			snap: rfSnap(norack(3), map[string][]model.Partition{"t": {led(insync(3, 1), 1)}}),
+			req: RFRequest{Topic: "t", Factor: 3, Capacity: Capacity{
+				Total: map[int32]int64{2: 1000}, Used: map[int32]int64{2: 790},
+				Size: func(model.TopicPartition) int64 { return 40 }, Threshold: 0.8,
+			}},
+			reject: "the change does not fit the brokers' capacity: broker 2: 830 bytes planned (790 in use), above its bound of 800 (80% of 1000)",
+		},
+		{
 			name: "a new replica goes to a rack without one, even on a busier broker",
 			snap: rfSnap(map[int32]string{1: "a", 2: "a", 5: "a", 3: "b"}, map[string][]model.Partition{
 				"t": {insync(1, 2)},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -43,7 +44,11 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	clusters := map[string]*handlers.Cluster{}
 	lockSessions := map[string]*locks.Session{} // cluster: the ZooKeeper session its lock needs
 	for _, kc := range c.clusters {
-		hc := &handlers.Cluster{Name: kc.cfg.Name, Client: kc.client, Strategy: kafka.Strategy(kc.cfg.Strategy)}
+		hc := &handlers.Cluster{Name: kc.cfg.Name, Client: kc.client, Strategy: kafka.Strategy(kc.cfg.Strategy),
+			Capacity: maps.Clone(kc.cfg.CapacityBytes)}
+		if t := kc.cfg.CapacityThreshold; t != nil {
+			hc.CapacityThreshold = *t
+		}
 		var sess *locks.Session
 		if c.lockZK != nil {
 			sess = c.lockZK.sess
