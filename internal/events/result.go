@@ -191,4 +191,7 @@ type Progress struct {
 	PartitionsTotal int    `json:"partitions_total"`
 	BytesCopied     int64  `json:"bytes_copied"`
 	BytesExpected   int64  `json:"bytes_expected"`
+	// Paused says why the next batch waits (partitions under min.insync.replicas for a
+	// reason not the operation's); empty while copies run.
+	Paused string `json:"paused,omitempty"`
 }

@@ -58,6 +58,7 @@ func (h *Handlers) newBrokerFailed(ctx context.Context, c *Cluster, req *events.
 		return nil, err
 	}
 	broker := *req.Broker
+	t.failed = []int32{broker}
 	t.planFn = func(ctx context.Context, snap *model.Snapshot) (plan.Plan, []string, error) {
 		if b, alive := snap.Brokers[broker]; alive {
 			return plan.Plan{}, nil, operation.Reject("broker %d is alive: the cluster's metadata lists it (rack %q); broker-failed moves data only off a broker that is gone for good (to empty a live broker, send broker-drain)", broker, b.Rack)
@@ -186,25 +187,9 @@ func minInsyncReplicasAll(ctx context.Context, c *Cluster, snap *model.Snapshot)
 	for t := range snap.Topics {
 		topics = append(topics, t)
 	}
-	if len(topics) == 0 {
-		return func(string) int { return 1 }, nil
-	}
-	rcs, err := kadm.NewClient(c.Client).DescribeTopicConfigs(ctx, topics...)
+	m, err := minInsyncReplicasOf(ctx, c, topics)
 	if err != nil {
-		return nil, transient(fmt.Errorf("describe topic configs: %w", err))
-	}
-	m := make(map[string]int, len(rcs))
-	for _, rc := range rcs {
-		if rc.Err != nil {
-			continue
-		}
-		for _, cfg := range rc.Configs {
-			if cfg.Key == "min.insync.replicas" && cfg.Value != nil {
-				if n, err := strconv.Atoi(*cfg.Value); err == nil {
-					m[rc.Name] = n
-				}
-			}
-		}
+		return nil, err
 	}
 	return func(t string) int { return max(m[t], 1) }, nil
 }

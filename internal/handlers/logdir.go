@@ -316,6 +316,13 @@ func (t *logDirTask) Apply(ctx context.Context, r *operation.Run) error {
 		}
 	}
 	expected := expectedMove(e)
+	if len(st.waiting) > 0 {
+		// A move adds disk load to a broker: not while the cluster is hurting.
+		progress := events.Progress{Batch: 1, Batches: 1, PartitionsDone: len(st.done), PartitionsTotal: len(e.Changes), BytesExpected: expected}
+		if _, err := (&pacer{c: t.c}).pace(ctx, r, t.log, 1, 1, st.waiting, progress, t.h.cfg.CopyPoll, nil); err != nil {
+			return stopped(ctx, err)
+		}
+	}
 	stepped := false
 	for i := 0; ; i++ {
 		if len(st.waiting) > 0 {

@@ -42,6 +42,10 @@ type rfTask struct {
 	// drained is the broker a broker-drain empties (-1: none): its leadership is shed
 	// before the copies start (see shed).
 	drained int32
+	// failed are the brokers a broker-failed event declares gone for good: the
+	// partitions short only of them are not a reason to pause (pace).
+	failed  []int32
+	pacer   *pacer // this attempt's
 	timeout time.Duration
 	rate    int64
 	log     *zap.Logger
@@ -286,6 +290,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 			return stopped(ctx, err)
 		}
 	}
+	t.pacer = &pacer{c: t.c, failed: t.failed}
 	for bi, batch := range batches {
 		var submit []plan.Change
 		for _, ch := range batch {
@@ -297,6 +302,13 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 			if err := waitForeign(ctx, t.rd(r), t.h.cfg.RF.ForeignWait, ours(e), t.log); err != nil {
 				return stopped(ctx, err)
 			}
+			progress := events.Progress{Batch: bi + 1, Batches: len(batches), PartitionsDone: done, PartitionsTotal: len(e.Changes), BytesExpected: expected}
+			restore := func(now []plan.Change) error { return t.submit(ctx, r, now) }
+			if submit, err = t.pacer.pace(ctx, r, t.log, bi+1, len(batches), submit, progress, t.h.cfg.CopyPoll, restore); err != nil {
+				return stopped(ctx, err)
+			}
+		}
+		if len(submit) > 0 {
 			if err := t.submit(ctx, r, submit); err != nil {
 				return stopped(ctx, fmt.Errorf("submit batch %d of %d: %w", bi+1, len(batches), err))
 			}
