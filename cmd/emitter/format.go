@@ -85,9 +85,14 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 			// A replaced broker's partition may say why it spans fewer racks (broker-failed,
 			// broker-drain).
 			noted := slices.ContainsFunc(r.Changes, func(c events.Change) bool { return c.Note != "" })
+			// An unclean election (partition-offline) says which offsets it put at risk.
+			lost := slices.ContainsFunc(r.Changes, func(c events.Change) bool { return c.LostOffsets != nil })
 			header := "PARTITION\tREPLICAS BEFORE\tREPLICAS AFTER\tLEADER BEFORE\tLEADER AFTER"
 			if copied {
 				header += "\tBYTES COPIED"
+			}
+			if lost {
+				header += "\tLOST OFFSETS"
 			}
 			if noted {
 				header += "\tNOTE"
@@ -98,6 +103,9 @@ func writeResultTable(w io.Writer, r *events.Result, stored bool) error {
 					replicas(c.ReplicasAfter), leader(c.LeaderBefore), leader(c.LeaderAfter))
 				if copied {
 					fmt.Fprintf(tw, "\t%s", formatBytes(c.Bytes))
+				}
+				if lost {
+					fmt.Fprintf(tw, "\t%s", offsetRange(c.LostOffsets))
 				}
 				if noted {
 					fmt.Fprintf(tw, "\t%s", orDash(strings.ReplaceAll(c.Note, "\n", "; ")))
@@ -222,4 +230,16 @@ func partitionList(tps []events.TopicPartition) string {
 		names[i] = tp.String()
 	}
 	return strings.Join(names, ", ")
+}
+
+// offsetRange shows the offsets an unclean election put at risk: "1200 to 1350", "1200 to ?"
+// when the end could not be read, "-" for none.
+func offsetRange(r *events.OffsetRange) string {
+	switch {
+	case r == nil:
+		return "-"
+	case r.To == nil:
+		return fmt.Sprintf("%d to ?", r.From)
+	}
+	return fmt.Sprintf("%d to %d", r.From, *r.To)
 }

@@ -67,6 +67,19 @@ var sampleResults = map[string]events.Result{
 		},
 		Skipped: []events.Skip{{TopicPartition: tp("logs", 0), Reason: "every other live broker already holds a replica", Code: "no_spare_broker"}},
 	},
+	"result-partition-offline": {
+		ID: "po-1", Type: events.TypePartitionOffline, Cluster: "local", Status: events.StatusPartial,
+		Strategy: "api", Attempt: 1, Worker: "host-1234", StartedAt: started, FinishedAt: started.Add(3 * time.Second),
+		Changes: []events.Change{
+			{TopicPartition: tp("orders", 0), ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{1, 2, 3}, LeaderBefore: -1, LeaderAfter: 2,
+				Note: "clean election: 2 was in the last ISR [1 2]"},
+			{TopicPartition: tp("orders", 3), ReplicasBefore: []int32{1, 2, 3}, ReplicasAfter: []int32{1, 2, 3}, LeaderBefore: -1, LeaderAfter: 3,
+				LostOffsets: &events.OffsetRange{From: 1200, To: new(int64(1350))}, Note: "unclean election: 3 becomes the leader"},
+			{TopicPartition: tp("orders", 5), ReplicasBefore: []int32{1, 3}, ReplicasAfter: []int32{1, 3}, LeaderBefore: -1, LeaderAfter: 3,
+				LostOffsets: &events.OffsetRange{From: 80}, Note: "unclean election: 3 becomes the leader; the last ISR [1] cannot be read"},
+		},
+		Skipped: []events.Skip{{TopicPartition: tp("logs", 0), Reason: "no replica is alive (replicas [1 2], last ISR [1])", Code: "no_live_replica"}},
+	},
 	"result-failed": {
 		ID: "f-3", Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: events.StatusFailed,
 		Error: "gave up after 10 attempts: not controller", Strategy: "zk-reassign", Attempt: 10,

@@ -9,6 +9,7 @@
 //	emitter replication-factor --cluster local --topic orders --rf 3 --throttle 50MiB --wait
 //	emitter broker-failed --cluster local --broker 3 --rack eu-west-1a --throttle 50MiB --wait
 //	emitter broker-added --cluster local --brokers 4,5,6 --dry-run --wait
+//	emitter partition-offline --cluster local --topic orders --dry-run --wait
 //	emitter result --id a1b2
 //
 // Run emitter --help for the whole story. Exit status: 0 ok, 1 failure (or a
@@ -85,11 +86,12 @@ func run(ctx context.Context, args []string, e env) int {
 		"broker-failed":      runBrokerFailed,
 		"broker-drain":       runBrokerDrain,
 		"broker-added":       runBrokerAdded,
+		"partition-offline":  runPartitionOffline,
 		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "result":
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "result":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -135,6 +137,7 @@ Usage:
     emitter broker-failed --cluster CLUSTER --broker ID [flags]
     emitter broker-drain --cluster CLUSTER --broker ID [flags]
     emitter broker-added --cluster CLUSTER --broker ID [--broker ID...] [flags]
+    emitter partition-offline --cluster CLUSTER [--topic TOPIC [--partition N...]] [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
     emitter --version
@@ -168,6 +171,12 @@ Commands:
     broker-added      move onto new or empty brokers the fewest replicas and
                       leaders that even out the cluster (a broker-added event),
                       throttled; --wait and --dry-run as for broker-failed
+    partition-offline
+                      elect a leader for partitions that have none (a
+                      partition-offline event): clean where an in-sync replica
+                      is alive, unclean (records lost) only with --allow-unclean
+                      where the worker's configuration allows it too; --wait
+                      and --dry-run as for preferred-leader
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

@@ -30,6 +30,8 @@ type Config struct {
 	ReplicationFactor ReplicationFactor `yaml:"replication_factor"`
 	// LogDir tunes log-dir moves (logdir-move-requested).
 	LogDir LogDir `yaml:"logdir"`
+	// PartitionOffline tunes the elections of partition-offline.
+	PartitionOffline PartitionOffline `yaml:"partition_offline"`
 	// Alertmanager maps Alertmanager webhook notifications (POST /v1/alertmanager on the
 	// HTTP listener) to events.
 	Alertmanager Alertmanager `yaml:"alertmanager"`

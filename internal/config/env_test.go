@@ -71,13 +71,15 @@ func TestParseEnv(t *testing.T) {
 			want: []int64{3, 2048, 5}, // -0 is 0: the default
 		},
 		{
-			name:    "booleans",
-			env:     []string{"KAFKAMENDER_BROKER_OVERLOADED_WAIT_FOR_REASSIGNMENT=true", "KAFKAMENDER_REPLICATION_FACTOR_ALLOW_INTERNAL_TOPICS=1"},
-			applied: []string{"KAFKAMENDER_BROKER_OVERLOADED_WAIT_FOR_REASSIGNMENT", "KAFKAMENDER_REPLICATION_FACTOR_ALLOW_INTERNAL_TOPICS"},
+			name: "booleans",
+			env: []string{"KAFKAMENDER_BROKER_OVERLOADED_WAIT_FOR_REASSIGNMENT=true", "KAFKAMENDER_REPLICATION_FACTOR_ALLOW_INTERNAL_TOPICS=1",
+				"KAFKAMENDER_PARTITION_OFFLINE_ALLOW_UNCLEAN=true"},
+			applied: []string{"KAFKAMENDER_BROKER_OVERLOADED_WAIT_FOR_REASSIGNMENT", "KAFKAMENDER_PARTITION_OFFLINE_ALLOW_UNCLEAN",
+				"KAFKAMENDER_REPLICATION_FACTOR_ALLOW_INTERNAL_TOPICS"},
 			got: func(c *Config) any {
-				return []bool{c.BrokerOverloaded.WaitForReassignment, c.ReplicationFactor.AllowInternal}
+				return []bool{c.BrokerOverloaded.WaitForReassignment, c.ReplicationFactor.AllowInternal, c.PartitionOffline.AllowUnclean}
 			},
-			want: []bool{true, true},
+			want: []bool{true, true, true},
 		},
 		{
 			name:    "false overrides true from the file",
@@ -85,6 +87,14 @@ func TestParseEnv(t *testing.T) {
 			env:     []string{"KAFKAMENDER_BROKER_OVERLOADED_WAIT_FOR_REASSIGNMENT=false"},
 			applied: []string{"KAFKAMENDER_BROKER_OVERLOADED_WAIT_FOR_REASSIGNMENT"},
 			got:     func(c *Config) any { return c.BrokerOverloaded.WaitForReassignment },
+			want:    false,
+		},
+		{
+			name:    "unclean elections allowed by the file, refused by the environment",
+			yaml:    envBase + "partition_offline:\n  allow_unclean: true\n",
+			env:     []string{"KAFKAMENDER_PARTITION_OFFLINE_ALLOW_UNCLEAN=false"},
+			applied: []string{"KAFKAMENDER_PARTITION_OFFLINE_ALLOW_UNCLEAN"},
+			got:     func(c *Config) any { return c.PartitionOffline.AllowUnclean },
 			want:    false,
 		},
 		{

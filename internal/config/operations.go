@@ -125,3 +125,12 @@ func (o *LogDir) validate(p *problems) {
 		p.add("logdir.tolerance", fmt.Errorf("%g: must be at least 0 and less than 1", *t))
 	}
 }
+
+// PartitionOffline tunes the handling of partition-offline events.
+type PartitionOffline struct {
+	// AllowUnclean lets an event with allow_unclean: true elect a replica outside the last
+	// in-sync replicas where none of them is alive (an unclean election: the records only
+	// they held are lost). Default false: every unclean election is refused, whatever the
+	// event says.
+	AllowUnclean bool `yaml:"allow_unclean"`
+}

@@ -36,6 +36,19 @@ type Change struct {
 	// Note explains something about this change in words, e.g. why a replaced broker's
 	// partition now spans fewer racks (broker-failed, broker-drain).
 	Note string `json:"note,omitempty"`
+
+	// LostOffsets, set by an unclean election (partition-offline with allow_unclean), are
+	// the offsets it put at risk.
+	LostOffsets *OffsetRange `json:"lost_offsets,omitempty"`
+}
+
+// OffsetRange is the offsets an unclean election put at risk: from the new leader's log
+// end offset (the first offset whose record the new leader lacks) to the log end offset of
+// the last in-sync replica when it could be read (absent: it could not be read, e.g. the
+// broker is down; every record it held from From on is lost).
+type OffsetRange struct {
+	From int64  `json:"from"`
+	To   *int64 `json:"to,omitempty"`
 }
 
 // Reordered reports whether the change reorders the replicas (else it only elects).

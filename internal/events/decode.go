@@ -25,7 +25,7 @@ type Event struct {
 	// Cluster and Type come from the subject (and were checked against the envelope).
 	Cluster string
 	// Payload is *BrokerOverloaded, *ReplicaChange, *LogDirMove, *BrokerFailed,
-	// *BrokerDrain or *BrokerAdded, by Type.
+	// *BrokerDrain, *BrokerAdded or *PartitionOffline, by Type.
 	Payload any
 }
 
@@ -48,6 +48,8 @@ func (e *Event) DryRun() bool {
 	case *BrokerDrain:
 		return p.DryRun
 	case *BrokerAdded:
+		return p.DryRun
+	case *PartitionOffline:
 		return p.DryRun
 	}
 	return false
@@ -142,6 +144,24 @@ type BrokerAdded struct {
 	Timeout Duration `json:"timeout,omitzero"`
 	DryRun  bool     `json:"dry_run,omitempty"`
 	Reason  string   `json:"reason,omitempty"`
+}
+
+// PartitionOffline is the data of a partition-offline event.
+type PartitionOffline struct {
+	Cluster string `json:"cluster,omitempty"`
+	// Topic, when given, limits the election to this topic's partitions. Default: every
+	// partition without a leader.
+	Topic string `json:"topic,omitempty"`
+	// Partitions, when given (only with Topic), limits it to these partitions of Topic.
+	// Default: every partition of Topic without a leader.
+	Partitions []int32 `json:"partitions,omitempty"`
+	// AllowUnclean allows an unclean election (a live replica outside the last in-sync
+	// replicas becomes leader; the records only the last in-sync replicas held are lost)
+	// where no in-sync replica is alive. The worker's configuration must allow it too
+	// (partition_offline.allow_unclean); else such partitions are refused.
+	AllowUnclean bool   `json:"allow_unclean,omitempty"`
+	DryRun       bool   `json:"dry_run,omitempty"`
+	Reason       string `json:"reason,omitempty"`
 }
 
 // Added returns the brokers a broker-added event names (Broker or Brokers).
@@ -507,6 +527,8 @@ func newPayload(typ string) any {
 		return &BrokerDrain{}
 	case TypeBrokerAdded:
 		return &BrokerAdded{}
+	case TypePartitionOffline:
+		return &PartitionOffline{}
 	}
 	return nil
 }
@@ -546,6 +568,8 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 	case *BrokerDrain:
 		err = p.validate()
 	case *BrokerAdded:
+		err = p.validate()
+	case *PartitionOffline:
 		err = p.validate()
 	}
 	return payload, err
@@ -667,6 +691,8 @@ func dataCluster(p any) string {
 		return p.Cluster
 	case *BrokerAdded:
 		return p.Cluster
+	case *PartitionOffline:
+		return p.Cluster
 	}
 	return ""
 }
@@ -693,6 +719,21 @@ func checkBroker(field string, broker *int32) error {
 		return fmt.Errorf("data.%s: %d is not a broker id", field, *broker)
 	}
 	return nil
+}
+
+// checkPartitions checks a partitions list, if given: not empty (absent means every
+// partition), partition numbers.
+func checkPartitions(partitions []int32) []error {
+	var errs []error
+	if partitions != nil && len(partitions) == 0 {
+		errs = append(errs, errors.New("data.partitions: empty list (omit it to mean every partition)"))
+	}
+	for _, part := range partitions {
+		if part < 0 {
+			errs = append(errs, fmt.Errorf("data.partitions: %d is not a partition number", part))
+		}
+	}
+	return errs
 }
 
 // checkReason checks the reason of a request, if it has one.
@@ -746,14 +787,7 @@ func (p *ReplicaChange) validate() error {
 	} else if err := CheckTopicName(p.Topic); err != nil {
 		errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))
 	}
-	if p.Partitions != nil && len(p.Partitions) == 0 {
-		errs = append(errs, errors.New("data.partitions: empty list (omit it to mean every partition)"))
-	}
-	for _, part := range p.Partitions {
-		if part < 0 {
-			errs = append(errs, fmt.Errorf("data.partitions: %d is not a partition number", part))
-		}
-	}
+	errs = append(errs, checkPartitions(p.Partitions)...)
 	switch {
 	case p.PreferredLeader == nil && p.ReplicationFactor == nil:
 		errs = append(errs, errors.New("data: one of preferred_leader or replication_factor is required"))
@@ -868,6 +902,19 @@ func (p *BrokerAdded) validate() error {
 	}
 	errs = append(errs, checkTopicNames(p.Topics)...)
 	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
+	return errors.Join(errs...)
+}
+
+func (p *PartitionOffline) validate() error {
+	errs := []error{checkReason(p.Reason)}
+	if p.Topic != "" {
+		if err := CheckTopicName(p.Topic); err != nil {
+			errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))
+		}
+	} else if p.Partitions != nil {
+		errs = append(errs, errors.New("data.partitions: needs data.topic (partitions are numbered within a topic)"))
+	}
+	errs = append(errs, checkPartitions(p.Partitions)...)
 	return errors.Join(errs...)
 }
 

@@ -419,3 +419,82 @@ func TestBrokerEventPayloads(t *testing.T) {
 		t.Errorf("data.cluster of another cluster: %v", err)
 	}
 }
+
+// partition-offline: what it takes, and every problem of what it refuses, each in its
+// words.
+func TestDecodePartitionOffline(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	for _, tc := range []struct {
+		name, data string
+		want       []string // the rejection's lines; none: accepted
+	}{
+		{"every offline partition", `{}`, nil},
+		{"everything", `{"cluster":"local","topic":"orders","partitions":[0,3],"allow_unclean":true,"dry_run":true,"reason":"brokers 1 and 2 lost"}`, nil},
+		{"a topic", `{"topic":"orders"}`, nil},
+		{"unclean allowed, every topic", `{"allow_unclean":true}`, nil},
+		{"empty topic (as absent)", `{"topic":""}`, nil},
+		{"null partitions without a topic", `{"partitions":null}`, nil},
+		{"partitions without a topic", `{"partitions":[0]}`, []string{"data.partitions: needs data.topic (partitions are numbered within a topic)"}},
+		{"partitions with an empty topic", `{"topic":"","partitions":[0]}`, []string{"data.partitions: needs data.topic (partitions are numbered within a topic)"}},
+		{"empty partitions", `{"topic":"orders","partitions":[]}`, []string{"data.partitions: empty list (omit it to mean every partition)"}},
+		{"negative partition", `{"topic":"orders","partitions":[1,-1]}`, []string{"data.partitions: -1 is not a partition number"}},
+		{"partition beyond int32", `{"topic":"orders","partitions":[2147483648]}`, []string{"data.partitions: 2147483648 is out of range (0 to 2147483647)"}},
+		{"null in the list", `{"topic":"orders","partitions":[0,null]}`, []string{"data.partitions[1]: null: a list holds no nulls"}},
+		{"over the cap", `{"topic":"orders","partitions":[` + repeatJSON(`0`, MaxListedPartitions+1) + `]}`, []string{"data.partitions: 100001 entries, over the limit of 100000"}},
+		{"topic not Kafka's", `{"topic":"my topic"}`, []string{`data.topic: "my topic": ' ' is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')`}},
+		{"allow_unclean a string", `{"allow_unclean":"yes"}`, []string{`data.allow_unclean: want true or false, got string`}},
+		{"no throttle", `{"throttle_bytes_per_sec":1000}`, []string{`data: unknown field "throttle_bytes_per_sec"`}},
+		{"no timeout", `{"timeout":"1h"}`, []string{`data: unknown field "timeout"`}},
+		{"no broker", `{"broker":1}`, []string{`data: unknown field "broker"`}},
+		{"field in another case", `{"allow_Unclean":true}`, []string{`data: unknown field "allow_Unclean" (field names are case-sensitive: "allow_unclean")`}},
+		{"every problem", `{"topic":"a/b","partitions":[-2,-3],"reason":"a\tb"}`, []string{
+			"data.reason: a control character (U+0009) at byte 1", `data.topic: "a/b": '/' is not allowed in a Kafka topic name (letters, digits, '.', '_' and '-')`,
+			"data.partitions: -2 is not a partition number", "data.partitions: -3 is not a partition number"}},
+		{"partitions, no topic, negative", `{"partitions":[-1],"allow_unclean":true}`, []string{
+			"data.partitions: needs data.topic (partitions are numbered within a topic)", "data.partitions: -1 is not a partition number"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(Subject("local", tPO), nil, []byte(mkEvent(tPO, tc.data)), opts)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := ev.Payload.(*PartitionOffline); !ok {
+					t.Errorf("payload %T", ev.Payload)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Decode takes %s", tc.data)
+			}
+			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tc.want) {
+				t.Errorf("rejection:\n%s\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// The payload of a partition-offline event reads back as sent: DryRun, data.cluster.
+func TestPartitionOfflinePayload(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	ev, err := Decode(Subject("local", tPO), nil, []byte(mkEvent(tPO,
+		`{"cluster":"local","topic":"orders","partitions":[3,0],"allow_unclean":true,"dry_run":true,"reason":"x"}`)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := ev.Payload.(*PartitionOffline)
+	if po.Topic != "orders" || !slices.Equal(po.Partitions, []int32{3, 0}) || !po.AllowUnclean || !ev.DryRun() || po.Reason != "x" || dataCluster(po) != "local" {
+		t.Errorf("partition-offline: %+v", po)
+	}
+	ev, err = Decode(Subject("local", tPO), nil, []byte(mkEvent(tPO, `{}`)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if po := ev.Payload.(*PartitionOffline); po.Topic != "" || po.Partitions != nil || po.AllowUnclean || ev.DryRun() || dataCluster(po) != "" {
+		t.Errorf("partition-offline of every partition: %+v", po)
+	}
+	if _, err := Decode(Subject("local", tPO), nil, []byte(mkEvent(tPO, `{"cluster":"kraft"}`)), opts); err == nil ||
+		!strings.Contains(err.Error(), `data.cluster: "kraft" does not match the subject's cluster "local"`) {
+		t.Errorf("data.cluster of another cluster: %v", err)
+	}
+}

@@ -38,6 +38,7 @@ const (
 	TypeBrokerFailed           = "broker-failed"
 	TypeBrokerDrain            = "broker-drain"
 	TypeBrokerAdded            = "broker-added"
+	TypePartitionOffline       = "partition-offline"
 )
 
 // TypeInfo describes one event type.
@@ -55,6 +56,7 @@ func Types() []TypeInfo {
 		{TypeBrokerFailed, "recreate every replica of a broker that is gone for good on the other brokers (refused while the broker is alive)"},
 		{TypeBrokerDrain, "empty a live broker: shed its leadership, then copy its replicas elsewhere, throttled"},
 		{TypeBrokerAdded, "move onto new or empty brokers the fewest replicas and leaders that even out the cluster"},
+		{TypePartitionOffline, "elect a leader for partitions that have none: a clean election where an in-sync replica is alive; unclean only when allowed (refused otherwise, naming the last in-sync replicas and the live candidates with their log end offsets)"},
 	}
 }
 

@@ -155,7 +155,8 @@ func TestValidToken(t *testing.T) {
 }
 
 func TestTypes(t *testing.T) {
-	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested", "broker-failed", "broker-drain", "broker-added"}
+	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested", "broker-failed", "broker-drain", "broker-added",
+		"partition-offline"}
 	types := Types()
 	if len(types) != len(want) {
 		t.Fatalf("Types() has %d entries, want %d", len(types), len(want))
@@ -208,6 +209,11 @@ func TestDataField(t *testing.T) {
 		{TypeBrokerDrain, "rack", "", false},
 		{TypeBrokerAdded, "brokers", "[]integer", true},
 		{TypeBrokerAdded, "broker", "integer", true},
+		{TypePartitionOffline, "topic", "string", true},
+		{TypePartitionOffline, "partitions", "[]integer", true},
+		{TypePartitionOffline, "allow_unclean", "boolean", true},
+		{TypePartitionOffline, "timeout", "", false},
+		{TypePartitionOffline, "throttle_bytes_per_sec", "", false},
 		{"no-such-type", "broker", "", false},
 	} {
 		got, ok := DataField(tc.typ, tc.field)

@@ -629,6 +629,7 @@ func TestResultSchemaMatchesResult(t *testing.T) {
 		"/$defs/topicPartition": reflect.TypeFor[TopicPartition](),
 		"/$defs/keptThrottle":   reflect.TypeFor[KeptThrottle](),
 		"/$defs/truncated":      reflect.TypeFor[Truncated](),
+		"/$defs/offsetRange":    reflect.TypeFor[OffsetRange](),
 	} {
 		checkObjectSchema(t, "result.json#"+ptr, schemaNode(t, doc, ptr), typ)
 	}
@@ -743,16 +744,18 @@ func typeNamed(e ast.Expr, name string) bool {
 	return false
 }
 
-// The progress schema names exactly the fields of Progress, which the workers publish.
+// The progress schema names exactly the fields of Progress, which the workers publish, and
+// requires those always present.
 func TestProgressSchemaMatchesProgress(t *testing.T) {
 	doc := rawSchema(t, "progress.json")
-	fields, _ := jsonFields(reflect.TypeFor[Progress]())
-	slices.Sort(fields)
+	fields, always := jsonFields(reflect.TypeFor[Progress]())
 	if got := sortedKeys(doc["properties"].(map[string]any)); !slices.Equal(got, fields) {
 		t.Errorf("progress.json properties %v, want the fields of Progress %v", got, fields)
 	}
-	if got := stringList(doc["required"]); !slices.Equal(got, fields) {
-		t.Errorf("progress.json required %v, want every field of Progress %v", got, fields)
+	got := stringList(doc["required"])
+	slices.Sort(got)
+	if !slices.Equal(got, always) {
+		t.Errorf("progress.json required %v, want the fields of Progress always present %v", got, always)
 	}
 }
 
@@ -878,6 +881,7 @@ const (
 	tBF = TypeBrokerFailed
 	tBD = TypeBrokerDrain
 	tBA = TypeBrokerAdded
+	tPO = TypePartitionOffline
 )
 
 // schemaCase is an event and its type (the subject's).
@@ -1154,6 +1158,35 @@ var invalidEvents = []schemaCase{
 	{"ba: negative throttle", tBA, mkEvent(tBA, `{"broker":4,"throttle_bytes_per_sec":-1}`)},
 	{"ba: timeout not a duration", tBA, mkEvent(tBA, `{"broker":4,"timeout":"soon"}`)},
 	{"ba: rack (a broker-failed field)", tBA, mkEvent(tBA, `{"broker":4,"rack":"a"}`)},
+
+	// partition-offline data.
+	{"po: partitions without a topic", tPO, mkEvent(tPO, `{"partitions":[0]}`)},
+	{"po: partitions with an empty topic", tPO, mkEvent(tPO, `{"topic":"","partitions":[0]}`)},
+	{"po: partitions with a null topic", tPO, mkEvent(tPO, `{"topic":null,"partitions":[0,1]}`)},
+	{"po: empty partitions", tPO, mkEvent(tPO, `{"topic":"o","partitions":[]}`)},
+	{"po: empty partitions without a topic", tPO, mkEvent(tPO, `{"partitions":[]}`)},
+	{"po: negative partition", tPO, mkEvent(tPO, `{"topic":"o","partitions":[0,-1]}`)},
+	{"po: partition beyond int32", tPO, mkEvent(tPO, `{"topic":"o","partitions":[2147483648]}`)},
+	{"po: partition a fraction", tPO, mkEvent(tPO, `{"topic":"o","partitions":[1.5]}`)},
+	{"po: partition a string", tPO, mkEvent(tPO, `{"topic":"o","partitions":["1"]}`)},
+	{"po: a null partition", tPO, mkEvent(tPO, `{"topic":"o","partitions":[null]}`)},
+	{"po: partitions not a list", tPO, mkEvent(tPO, `{"topic":"o","partitions":1}`)},
+	{"po: partitions over the cap", tPO, mkEvent(tPO, `{"topic":"o","partitions":[`+repeatJSON(`0`, MaxListedPartitions+1)+`]}`)},
+	{"po: topic with a space", tPO, mkEvent(tPO, `{"topic":"my topic"}`)},
+	{"po: topic ..", tPO, mkEvent(tPO, `{"topic":".."}`)},
+	{"po: topic over 249 characters", tPO, mkEvent(tPO, `{"topic":"`+strings.Repeat("t", MaxTopicNameLength+1)+`"}`)},
+	{"po: topic a number", tPO, mkEvent(tPO, `{"topic":5}`)},
+	{"po: topics (plural)", tPO, mkEvent(tPO, `{"topics":["o"]}`)},
+	{"po: allow_unclean a string", tPO, mkEvent(tPO, `{"allow_unclean":"true"}`)},
+	{"po: allow_unclean a number", tPO, mkEvent(tPO, `{"allow_unclean":1}`)},
+	{"po: dry_run a string", tPO, mkEvent(tPO, `{"dry_run":"yes"}`)},
+	{"po: reason with a newline", tPO, mkEvent(tPO, `{"reason":"a\nb"}`)},
+	{"po: a throttle", tPO, mkEvent(tPO, `{"throttle_bytes_per_sec":1000}`)},
+	{"po: a timeout", tPO, mkEvent(tPO, `{"timeout":"1h"}`)},
+	{"po: a broker", tPO, mkEvent(tPO, `{"broker":1}`)},
+	{"po: field in another case", tPO, mkEvent(tPO, `{"Allow_unclean":true}`)},
+	{"po: cluster not a token", tPO, mkEvent(tPO, `{"cluster":"a b"}`)},
+	{"po: data null", tPO, mkEvent(tPO, `null`)},
 }
 
 // validEvents are events the decoder takes, at the edges of what it takes: the schemas must
@@ -1244,6 +1277,19 @@ var validEvents = []schemaCase{
 	{"ba: broker and null brokers", tBA, mkEvent(tBA, `{"broker":4,"brokers":null}`)},
 	{"ba: brokers and null broker", tBA, mkEvent(tBA, `{"broker":null,"brokers":[4,2147483647]}`)},
 	{"ba: brokers at the cap", tBA, mkEvent(tBA, `{"brokers":[`+brokerList(MaxListedBrokers)+`]}`)},
+	{"po: every offline partition", tPO, mkEvent(tPO, `{}`)},
+	{"po: everything", tPO, mkEvent(tPO, `{"cluster":"local","topic":"orders","partitions":[0,3],"allow_unclean":true,"dry_run":true,"reason":"brokers 1 and 2 lost"}`)},
+	{"po: a topic", tPO, mkEvent(tPO, `{"topic":"orders"}`)},
+	{"po: unclean allowed", tPO, mkEvent(tPO, `{"allow_unclean":true}`)},
+	{"po: unclean not allowed", tPO, mkEvent(tPO, `{"topic":"orders","allow_unclean":false}`)},
+	{"po: empty topic (as absent)", tPO, mkEvent(tPO, `{"topic":""}`)},
+	{"po: nulls", tPO, mkEvent(tPO, `{"cluster":null,"topic":null,"partitions":null,"allow_unclean":null,"dry_run":null,"reason":null}`)},
+	{"po: a topic and null partitions", tPO, mkEvent(tPO, `{"topic":"o","partitions":null}`)},
+	{"po: a partition repeated", tPO, mkEvent(tPO, `{"topic":"o","partitions":[1,1]}`)},
+	{"po: partitions at int32's limit, written with exponents", tPO, mkEvent(tPO, `{"topic":"o","partitions":[2147483647,0.2e1]}`)},
+	{"po: partitions at the cap", tPO, mkEvent(tPO, `{"topic":"o","partitions":[`+repeatJSON(`99999`, MaxListedPartitions)+`]}`)},
+	{"po: topic of 249 characters", tPO, mkEvent(tPO, `{"topic":"`+strings.Repeat("t", MaxTopicNameLength)+`","partitions":[0]}`)},
+	{"po: an internal topic", tPO, mkEvent(tPO, `{"topic":"__consumer_offsets"}`)},
 }
 
 // brokerList is n distinct broker ids, comma-separated.
@@ -1432,6 +1478,8 @@ func FuzzSchemaAndDecoderAgree(f *testing.F) {
 	f.Add(typeIndex(tBA), []byte(mkEvent(tBA, `{"brokers":[4,5]}`)), uint8(2), "broker", []byte(`4`), false)
 	f.Add(typeIndex(tBA), []byte(mkEvent(tBA, `{"broker":4}`)), uint8(2), "brokers", []byte(`[5,5.0]`), true)
 	f.Add(typeIndex(tBF), []byte(mkEvent(tBF, `{"broker":3,"rack":"a"}`)), uint8(2), "rack", []byte(`"a\u0085"`), false)
+	f.Add(typeIndex(tPO), []byte(mkEvent(tPO, `{"topic":"o"}`)), uint8(2), "partitions", []byte(`[0,1]`), false)
+	f.Add(typeIndex(tPO), []byte(mkEvent(tPO, `{"topic":"o","partitions":[1]}`)), uint8(2), "topic", []byte(`""`), true)
 
 	f.Fuzz(func(t *testing.T, typ uint8, body []byte, where uint8, name string, value []byte, binary bool) {
 		ti := types[int(typ)%len(types)].Name

@@ -33,6 +33,10 @@ func namedTopics(payload any) []string {
 		if req.Topic != "" {
 			return []string{req.Topic}
 		}
+	case *events.PartitionOffline:
+		if req.Topic != "" {
+			return []string{req.Topic}
+		}
 	}
 	return nil
 }

@@ -152,6 +152,8 @@ type Config struct {
 	// Overloaded tunes broker-overloaded (its WaitForReassignment waits up to
 	// BlockedWait).
 	Overloaded config.BrokerOverloaded
+	// PartitionOffline tunes partition-offline (whether unclean elections may be made).
+	PartitionOffline config.PartitionOffline
 	// Guardrails are the limits every event must stay within.
 	Guardrails guardrails.Limits
 }
@@ -224,7 +226,7 @@ func New(cfg Config) (*Handlers, error) {
 // Types lists the event types these handlers build tasks for.
 func (h *Handlers) Types() []string {
 	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested, events.TypeLogDirMoveRequested,
-		events.TypeBrokerFailed, events.TypeBrokerDrain, events.TypeBrokerAdded}
+		events.TypeBrokerFailed, events.TypeBrokerDrain, events.TypeBrokerAdded, events.TypePartitionOffline}
 }
 
 // Clusters lists the clusters these handlers serve.
@@ -291,6 +293,9 @@ func (h *Handlers) New(ctx context.Context, ev *events.Event, res *events.Result
 	case *events.BrokerAdded:
 		res.Reason = req.Reason
 		return h.newBrokerAdded(ctx, c, req, res, log.With(zap.Int32s("brokers", req.Added())))
+	case *events.PartitionOffline:
+		res.Reason = req.Reason
+		return h.newPartitionOffline(ctx, c, req, res, log)
 	}
 	return nil, fmt.Errorf("this worker has no handler for %s events", ev.Type)
 }
@@ -344,16 +349,29 @@ func (h *Handlers) Resume(ctx context.Context, ev *events.Event, e *journal.Entr
 		switch req := ev.Payload.(type) {
 		case *events.BrokerFailed:
 			res.Reason = req.Reason
+			t.failed = []int32{*req.Broker}
 		case *events.BrokerDrain:
 			res.Reason = req.Reason
 			t.drained = *req.Broker
 		case *events.BrokerAdded:
 			res.Reason = req.Reason
 		}
+		// The event no longer decodes: its plan says which broker it empties.
 		if e.Type == events.TypeBrokerDrain && t.drained < 0 {
-			t.drained = drainedOf(e.Changes) // the event no longer decodes: its plan says
+			t.drained = drainedOf(e.Changes)
+		}
+		if e.Type == events.TypeBrokerFailed && t.failed == nil {
+			if b := drainedOf(e.Changes); b >= 0 {
+				t.failed = []int32{b}
+			}
 		}
 		return t, nil
+	case events.TypePartitionOffline:
+		req, _ := ev.Payload.(*events.PartitionOffline)
+		if req != nil {
+			res.Reason = req.Reason
+		}
+		return h.resumeOffline(c, strategy, caps, req, log), nil
 	case events.TypeLogDirMoveRequested:
 		t := &logDirTask{h: h, c: c, log: log}
 		if req, _ := ev.Payload.(*events.LogDirMove); req != nil {

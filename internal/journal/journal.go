@@ -109,6 +109,8 @@ type Entry struct {
 	Noop    []model.TopicPartition `json:"noop,omitempty"`
 	// Reassignments lists the partitions whose reassignment (to Changes' ReplicasAfter) was
 	// submitted by this operation: they are ours, not someone else's, when found running.
+	// For partition-offline, the partitions whose election was sent: a leader found there
+	// afterwards is ours.
 	Reassignments []model.TopicPartition `json:"reassignments,omitempty"`
 	// Throttles are the throttle keys this operation sets, with the values before and ours;
 	// ThrottlesKept the keys found holding someone else's value, left alone.

@@ -15,6 +15,7 @@ const (
 	keyIncrementalAlterConfigs    = 44 // KIP-339, Kafka 2.3
 	keyAlterPartitionReassignment = 45 // KIP-455, Kafka 2.4
 	keyListPartitionReassignments = 46
+	keyDescribeQuorum             = 55 // served by KRaft brokers only (KIP-595)
 )
 
 // Capabilities says which admin APIs every live broker of a cluster supports. Each path
@@ -30,6 +31,10 @@ type Capabilities struct {
 	AlterPartitionAssignment bool // reorders, replica-set changes and cancels through the API (2.4+)
 	ListReassignments        bool // ongoing reassignments through the API (2.4+)
 	IncrementalAlterConfigs  bool // per-key config writes (2.3+)
+	// KRaft: the brokers serve DescribeQuorum, which only KRaft brokers do: the
+	// controller is a KRaft one (its preferred election falls back to any live in-sync
+	// replica; a ZooKeeper controller's elects only the first replica).
+	KRaft bool
 }
 
 // Probe asks every broker for its API versions. A capability holds only when all brokers
@@ -40,7 +45,7 @@ func Probe(ctx context.Context, cl *kgo.Client) (_ Capabilities, err error) {
 	if err != nil {
 		return Capabilities{}, fmt.Errorf("api versions: %w", err)
 	}
-	c := Capabilities{ElectLeaders: true, AlterPartitionAssignment: true, ListReassignments: true, IncrementalAlterConfigs: true}
+	c := Capabilities{ElectLeaders: true, AlterPartitionAssignment: true, ListReassignments: true, IncrementalAlterConfigs: true, KRaft: true}
 	n := 0
 	for _, v := range vs {
 		if v.Err != nil {
@@ -52,6 +57,7 @@ func Probe(ctx context.Context, cl *kgo.Client) (_ Capabilities, err error) {
 		c.AlterPartitionAssignment = c.AlterPartitionAssignment && has(keyAlterPartitionReassignment)
 		c.ListReassignments = c.ListReassignments && has(keyListPartitionReassignments)
 		c.IncrementalAlterConfigs = c.IncrementalAlterConfigs && has(keyIncrementalAlterConfigs)
+		c.KRaft = c.KRaft && has(keyDescribeQuorum)
 	}
 	if n == 0 {
 		return Capabilities{}, fmt.Errorf("api versions: no broker answered")

@@ -181,7 +181,10 @@ func readSnapshot(ctx context.Context, cl *kgo.Client, list bool, topics []strin
 			if pd.Partition < 0 || int(pd.Partition) >= len(ps) {
 				return nil, fmt.Errorf("metadata of %s: partition %d of %d", name, pd.Partition, len(ps))
 			}
-			if err := kerr.ErrorForCode(pd.ErrorCode); err != nil && err != kerr.LeaderNotAvailable && err != kerr.ReplicaNotAvailable {
+			// A partition without a leader is part of the state. Kafka before 2.4 answers
+			// LISTENER_NOT_FOUND for it (no leader endpoint), not LEADER_NOT_AVAILABLE.
+			if err := kerr.ErrorForCode(pd.ErrorCode); err != nil && err != kerr.LeaderNotAvailable && err != kerr.ReplicaNotAvailable &&
+				(err != kerr.ListenerNotFound || pd.Leader >= 0) {
 				return nil, fmt.Errorf("metadata of %s-%d: %w", name, pd.Partition, err)
 			}
 			ps[pd.Partition] = Partition{

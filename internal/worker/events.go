@@ -85,14 +85,15 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		lockSessions[kc.cfg.Name] = sess
 	}
 	h, err := handlers.New(handlers.Config{
-		Clusters:   clusters,
-		JS:         js,
-		Logger:     w.logger.Named("handlers"),
-		Metrics:    w.metrics,
-		RF:         cfg.ReplicationFactor,
-		LogDir:     cfg.LogDir,
-		Overloaded: cfg.BrokerOverloaded,
-		Guardrails: cfg.Guardrails,
+		Clusters:         clusters,
+		JS:               js,
+		Logger:           w.logger.Named("handlers"),
+		Metrics:          w.metrics,
+		RF:               cfg.ReplicationFactor,
+		LogDir:           cfg.LogDir,
+		Overloaded:       cfg.BrokerOverloaded,
+		PartitionOffline: cfg.PartitionOffline,
+		Guardrails:       cfg.Guardrails,
 	})
 	if err != nil {
 		return nil, err
