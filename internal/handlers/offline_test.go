@@ -210,3 +210,22 @@ func TestPartitionOfflineLegacy(t *testing.T) {
 	}
 	f.noLeftovers([]string{topic}, nil, "")
 }
+
+// An event's allow_unclean is refused unless the configuration allows unclean elections
+// too (partition_offline.allow_unclean, default false): rejected before anything is read.
+func TestPartitionOfflineUncleanNeedsTheConfiguration(t *testing.T) {
+	env := testenv.Get(t)
+	f := newFleet(t, env, "local")
+	f.start("worker-1")
+	cl := env.Kafka(t, "local")
+	topic := testenv.Name(t, "off")
+	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)
+	res := f.run(f.event(events.TypePartitionOffline, map[string]any{"topic": topic, "allow_unclean": true}))
+	if want := "partition_offline.allow_unclean is false"; res.Status != events.StatusRejected || !strings.Contains(res.Error, want) {
+		t.Fatalf("%s %q, want rejected naming %q", res.Status, res.Error, want)
+	}
+	led := f.run(f.event(events.TypePartitionOffline, map[string]any{"topic": topic}))
+	if led.Status != events.StatusNoop || len(led.Noop) != 1 {
+		t.Errorf("without allow_unclean, on a partition with a leader: %s %q, noop %v; want noop", led.Status, led.Error, led.Noop)
+	}
+}
