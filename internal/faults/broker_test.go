@@ -60,3 +60,46 @@ func TestKillBrokerFailedDuringTheCopy(t *testing.T) {
 	r.outcome(res, topic, before, vacated(before, 4), false)
 	r.noLeftovers([]string{topic}, nil)
 }
+
+// kill -9 at each step of a broker-added (its copies onto the new broker, then the
+// elections of the leaders it moves there): the next worker finishes it, elections
+// included; one result, the replica and leader counts of the topic within 1 of even,
+// nothing left behind.
+func TestKillBrokerAddedAtEachStep(t *testing.T) {
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	for _, step := range []string{operation.StepCopying, operation.StepCopied, operation.StepBeforeResult} {
+		t.Run(step, func(t *testing.T) {
+			r := newRig(t, env, "local")
+			topic := r.topic("added", [][]int32{{1, 2}, {2, 3}, {3, 1}, {1, 2}, {2, 3}, {3, 1}}, 300_000, nil)
+			before := r.partitions(topic)
+			_, res := killAt(t, r, step, events.TypeBrokerAdded,
+				map[string]any{"broker": 4, "topics": []string{topic}, "throttle_bytes_per_sec": throttleRate})
+			if res.Status != events.StatusSucceeded || len(res.Changes) == 0 {
+				t.Fatalf("result %s %q, changes %v: want succeeded", res.Status, res.Error, res.Changes)
+			}
+			r.outcome(res, topic, before, func(p model.Partition) bool {
+				q := before[p.Partition]
+				return len(p.Replicas) == len(q.Replicas) && len(model.Minus(p.Replicas, q.Replicas)) <= 1 &&
+					(slices.Equal(p.Replicas, q.Replicas) || slices.Contains(p.Replicas, 4)) && p.Leader == p.Replicas[0]
+			}, true)
+			replicas, leaders := map[int32]int{}, map[int32]int{}
+			for _, p := range r.partitions(topic) {
+				for _, b := range p.Replicas {
+					replicas[b]++
+				}
+				leaders[p.Leader]++
+			}
+			for _, counts := range []map[int32]int{replicas, leaders} {
+				lo, hi := counts[1], counts[1]
+				for b := int32(1); b <= 4; b++ {
+					lo, hi = min(lo, counts[b]), max(hi, counts[b])
+				}
+				if hi-lo > 1 {
+					t.Errorf("counts per broker %v: spread %d, want at most 1 (replicas %v, leaders %v)", counts, hi-lo, replicas, leaders)
+				}
+			}
+			r.noLeftovers([]string{topic}, nil)
+		})
+	}
+}

@@ -129,6 +129,7 @@ func (h *Handlers) newBrokerAdded(ctx context.Context, c *Cluster, req *events.B
 		return nil, err
 	}
 	added := req.Added()
+	t.leaders = true // the plan moves preferred leaders onto the new brokers: elected after the copies
 	t.planFn = func(ctx context.Context, snap *model.Snapshot) (plan.Plan, []string, error) {
 		var gone []string
 		for _, b := range added {

@@ -334,6 +334,7 @@ func (t *rfTask) Apply(ctx context.Context, r *operation.Run) error {
 		done += len(batch)
 	}
 	if t.leaders {
+		r.Step(operation.StepCopied)
 		if err := t.elect(ctx, r); err != nil {
 			return stopped(ctx, err)
 		}

@@ -27,6 +27,7 @@ const (
 	StepReordered       = "reordered"        // reorders done; elections not sent
 	StepThrottled       = "throttled"        // throttles set; no reassignment submitted yet
 	StepCopying         = "copying"          // a batch of reassignments is submitted and copying
+	StepCopied          = "copied"           // every copy done; the leaders the plan moves not elected yet (broker-added)
 	StepBeforeResult    = "before-result"    // the outcome is journaled as done; result not published
 	StepResultPublished = "result-published" // the result is stored; the journal entry not closed
 	// StepAwaitingReassignments: a final failure's result is published; the work it left
