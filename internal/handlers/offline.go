@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -42,22 +41,6 @@ import (
 // candidates and their log end offsets, read from each candidate broker.
 //
 // An election cannot be undone: a rollback only reports what the cluster shows.
-
-// Skip codes of partition-offline.
-const (
-	// SkipHasLeader: the partition has a leader (again).
-	SkipHasLeader plan.SkipCode = "has_leader"
-	// SkipNoLiveReplica: no replica of the partition is alive: nothing can lead it until a
-	// broker holding it returns.
-	SkipNoLiveReplica plan.SkipCode = "no_live_replica"
-	// SkipUncleanNotAllowed: only an unclean election could bring the partition back, and
-	// the event or the configuration does not allow it.
-	SkipUncleanNotAllowed plan.SkipCode = "unclean_not_allowed"
-	// SkipCleanNotPossible: a replica of the last ISR is alive but the controller's
-	// preferred election cannot elect it (a ZooKeeper controller elects only the first
-	// replica).
-	SkipCleanNotPossible plan.SkipCode = "clean_election_not_possible"
-)
 
 type offlineTask struct {
 	h        *Handlers
@@ -96,22 +79,9 @@ func (t *offlineTask) rd(r *operation.Run) *freshReader {
 	return t.fresh
 }
 
-// candidate is a live replica of an offline partition, with its log end offset.
-type candidate struct {
-	broker int32
-	leo    int64
-	err    error // the log end offset could not be read
-}
-
-func (c candidate) String() string {
-	if c.err != nil {
-		return fmt.Sprintf("%d (log end offset unknown: %v)", c.broker, c.err)
-	}
-	return fmt.Sprintf("%d (log end offset %d)", c.broker, c.leo)
-}
-
 // Plan reads the partitions the event names (every topic when it names none) and plans an
-// election for each one without a leader.
+// election for each one without a leader (plan.Offline); an event whose partitions all need
+// an unclean election it may not make is rejected, naming them.
 func (t *offlineTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*operation.Planned, error) {
 	var named []string
 	if t.req.Topic != "" {
@@ -121,135 +91,32 @@ func (t *offlineTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*op
 	if err != nil {
 		return nil, err
 	}
-	protected := t.h.protected()
-	var out operation.Planned
-	var refused []string
-	offline := 0
-	for _, topic := range slices.Sorted(maps.Keys(snap.Topics)) {
-		for _, p := range snap.Topics[topic] {
-			if len(t.req.Partitions) > 0 && !slices.Contains(t.req.Partitions, p.Partition) {
-				continue
-			}
-			if p.Leader >= 0 {
-				if t.req.Topic != "" {
-					out.Noop = append(out.Noop, p.TopicPartition)
-				}
-				continue
-			}
-			offline++
-			if protected != nil {
-				if pattern, ok := protected(topic); ok {
-					out.Skipped = append(out.Skipped, plan.Skip{TopicPartition: p.TopicPartition, Code: plan.SkipProtected,
-						Reason: fmt.Sprintf("topic %q is protected: it matches %q (guardrails.protected_topics)", topic, pattern)})
-					continue
-				}
-			}
-			ch, skip := t.planOne(ctx, snap, p)
-			switch {
-			case skip != nil && skip.Code == SkipUncleanNotAllowed:
-				refused = append(refused, skip.TopicPartition.String()+": "+skip.Reason)
-				out.Skipped = append(out.Skipped, *skip)
-			case skip != nil:
-				out.Skipped = append(out.Skipped, *skip)
-			default:
-				out.Changes = append(out.Changes, ch)
-			}
-		}
+	req := plan.OfflineRequest{Topic: t.req.Topic, Partitions: t.req.Partitions, Unclean: t.unclean,
+		ZKController: !t.caps.KRaft, Protected: t.h.protected(), LastISR: t.lastISR,
+		LogEnd: func(b int32, tp model.TopicPartition) (int64, error) { return logEndOffset(ctx, t.c, b, tp) }}
+	if !t.caps.AlterPartitionAssignment { // ElectLeaders v1, with the election type, came with it
+		req.UncleanUnsupported = "an unclean election through the API needs Kafka 2.4+"
 	}
-	if len(t.req.Partitions) > 0 {
-		for _, n := range t.req.Partitions {
-			if ps := snap.Topics[t.req.Topic]; int(n) >= len(ps) {
-				return nil, operation.Reject("topic %q has no partition %d (it has %d)", t.req.Topic, n, len(ps))
-			}
-		}
+	p, err := plan.Offline(snap, req)
+	if err != nil {
+		return nil, err
 	}
-	if len(out.Changes) == 0 && len(refused) > 0 {
+	if len(p.Changes) == 0 && len(p.Refused) > 0 {
 		why := "an unclean election needs allow_unclean in the event and partition_offline.allow_unclean in the configuration"
 		if t.unclean {
 			why = "no unclean election can be made"
 		}
+		var refused []string
+		for _, s := range p.Refused {
+			refused = append(refused, s.TopicPartition.String()+": "+s.Reason)
+		}
 		return nil, operation.Reject("no in-sync replica is known to be alive, and %s: %s", why, strings.Join(refused, "; "))
 	}
-	if offline == 0 && len(out.Noop) == 0 {
-		out.Notes = append(out.Notes, "no partition is offline")
+	out := &operation.Planned{Changes: p.Changes, Skipped: p.Skipped, Noop: p.Noop}
+	if len(p.Changes)+len(p.Skipped)+len(p.Noop) == 0 {
+		out.Notes = []string{"no partition is offline"}
 	}
-	return &out, nil
-}
-
-// planOne plans the election of one offline partition, or says why there is none.
-func (t *offlineTask) planOne(ctx context.Context, snap *model.Snapshot, p model.Partition) (plan.Change, *plan.Skip) {
-	live := func(b int32) bool { _, ok := snap.Brokers[b]; return ok }
-	ch := plan.Change{TopicPartition: p.TopicPartition, ReplicasBefore: slices.Clone(p.Replicas), ReplicasAfter: slices.Clone(p.Replicas), LeaderBefore: -1}
-	if len(p.ISR) == 0 {
-		isr, err := t.lastISR(p.TopicPartition)
-		if err != nil {
-			return ch, &plan.Skip{TopicPartition: p.TopicPartition, Code: SkipUncleanNotAllowed, Reason: fmt.Sprintf(
-				"the last ISR is unknown (%v): without it no election can be known to be clean, so none is made", err)}
-		}
-		p.ISR = isr
-	}
-	var liveISR, others []int32
-	for _, b := range p.Replicas {
-		switch {
-		case !live(b):
-		case slices.Contains(p.ISR, b):
-			liveISR = append(liveISR, b)
-		default:
-			others = append(others, b)
-		}
-	}
-	switch {
-	case len(liveISR) > 0:
-		if t.zkController(snap) && p.Replicas[0] != liveISR[0] {
-			return ch, &plan.Skip{TopicPartition: p.TopicPartition, Code: SkipCleanNotPossible, Reason: fmt.Sprintf(
-				"in-sync replica %d is alive, but a ZooKeeper controller's preferred election elects only the first replica (%d, replicas %v); the controller elects %d itself when it next handles the partition (a broker change or a controller failover), or send allow_unclean: Kafka's unclean election still prefers a live in-sync replica",
-				liveISR[0], p.Replicas[0], p.Replicas, liveISR[0])}
-		}
-		ch.LeaderAfter = liveISR[0]
-		ch.Note = fmt.Sprintf("clean election: %d was in the last ISR %v", liveISR[0], p.ISR)
-		return ch, nil
-	case len(others) == 0:
-		return ch, &plan.Skip{TopicPartition: p.TopicPartition, Code: SkipNoLiveReplica, Reason: fmt.Sprintf(
-			"no replica is alive (replicas %v, last ISR %v): it comes back with one of its brokers", p.Replicas, p.ISR)}
-	}
-	cands := make([]candidate, 0, len(others))
-	for _, b := range others {
-		leo, err := logEndOffset(ctx, t.c, b, p.TopicPartition)
-		cands = append(cands, candidate{broker: b, leo: leo, err: err})
-	}
-	var names []string
-	for _, c := range cands {
-		names = append(names, c.String())
-	}
-	what := fmt.Sprintf("last ISR %v (none alive), live candidates %s", p.ISR, strings.Join(names, ", "))
-	if !t.unclean {
-		return ch, &plan.Skip{TopicPartition: p.TopicPartition, Code: SkipUncleanNotAllowed, Reason: what}
-	}
-	if !t.caps.AlterPartitionAssignment { // ElectLeaders v1, with the election type, came with it
-		return ch, &plan.Skip{TopicPartition: p.TopicPartition, Code: SkipUncleanNotAllowed, Reason: what + "; an unclean election through the API needs Kafka 2.4+"}
-	}
-	// The controller elects the first live replica in replica order.
-	leader := cands[0]
-	ch.LeaderAfter = leader.broker
-	if leader.err != nil {
-		return ch, &plan.Skip{TopicPartition: p.TopicPartition, Code: SkipUncleanNotAllowed, Reason: what + ": the offsets at risk cannot be known, so no unclean election is made"}
-	}
-	lost := &events.OffsetRange{From: leader.leo}
-	for _, b := range p.ISR {
-		if live(b) {
-			continue
-		}
-		if leo, err := logEndOffset(ctx, t.c, b, p.TopicPartition); err == nil && leo > leader.leo {
-			lost.To = &leo
-		}
-	}
-	ch.LostOffsets = lost
-	ch.Note = fmt.Sprintf("unclean election: %s; %d becomes the leader with its log ending at offset %d, and the records the last ISR held from offset %d on are lost",
-		what, leader.broker, leader.leo, leader.leo)
-	if lost.To == nil {
-		ch.Note += " (how many cannot be read while the last ISR is down)"
-	}
-	return ch, nil
+	return out, nil
 }
 
 // lastISR reads the ISR of a partition without a leader from its state znode: Kafka before
@@ -280,10 +147,6 @@ func (t *offlineTask) lastISR(tp model.TopicPartition) ([]int32, error) {
 	}
 	return st.ISR, nil
 }
-
-// zkController reports whether the cluster's controller is a ZooKeeper one (its preferred
-// election elects only the first replica).
-func (t *offlineTask) zkController(*model.Snapshot) bool { return !t.caps.KRaft }
 
 // Apply elects the planned partitions still without a leader: the clean ones by a preferred
 // election, the unclean ones by an unclean election.
@@ -399,7 +262,7 @@ func (t *offlineTask) Verify(ctx context.Context, r *operation.Run) (int, error)
 		}
 		if !e.Submitted(ch.TopicPartition) {
 			verified++ // as the event wants: led
-			res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: SkipHasLeader, Reason: fmt.Sprintf(
+			res.Skipped = append(res.Skipped, plan.Skip{TopicPartition: ch.TopicPartition, Code: plan.SkipHasLeader, Reason: fmt.Sprintf(
 				"led by %d before its election was sent (a broker came back, or the controller elected it)", p.Leader)})
 			continue
 		}

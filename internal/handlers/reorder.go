@@ -27,7 +27,7 @@ const SkipChanged plan.SkipCode = "changed_since_plan"
 // SkipCodes lists every code a skipped partition of a result may carry.
 func SkipCodes() []string {
 	var out []string
-	for _, c := range append(plan.SkipCodes(), SkipChanged, SkipHasLeader, SkipNoLiveReplica, SkipUncleanNotAllowed, SkipCleanNotPossible) {
+	for _, c := range append(plan.SkipCodes(), SkipChanged) {
 		out = append(out, string(c))
 	}
 	return out

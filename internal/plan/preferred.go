@@ -31,7 +31,8 @@ const (
 // SkipCodes lists every code the planners and the verification give skipped partitions.
 func SkipCodes() []SkipCode {
 	return []SkipCode{SkipNotReplica, SkipNotInSync, SkipNoCandidate, SkipReassigning, SkipCapped,
-		SkipElectionFailed, SkipUnverified, SkipNoLeader, SkipProtected, SkipNoSpare}
+		SkipElectionFailed, SkipUnverified, SkipNoLeader, SkipProtected, SkipNoSpare,
+		SkipHasLeader, SkipNoLiveReplica, SkipUncleanNotAllowed, SkipCleanNotPossible}
 }
 
 // Protected reports whether a topic is protected by a guardrail
