@@ -25,7 +25,8 @@ import (
 // partition-offline: partitions without a leader get one.
 //
 // Clean: a replica of the last ISR (the ISR the metadata still shows: the controller keeps
-// the last in-sync replicas of a partition that lost its leader) is alive. The worker asks
+// the last in-sync replicas of a partition that lost its leader; see lastISR where it shows
+// none) is alive. The worker asks
 // the controller for a preferred election: a KRaft controller then elects the preferred
 // replica if it is a live in-sync replica, else the first live in-sync replica in replica
 // order; a ZooKeeper controller only the preferred replica (a partition whose live in-sync
@@ -119,10 +120,16 @@ func (t *offlineTask) Plan(ctx context.Context, r *operation.Run, dry bool) (*op
 	return out, nil
 }
 
-// lastISR reads the ISR of a partition without a leader from its state znode: Kafka before
-// 2.4 answers an empty ISR in the metadata of such a partition (a ZooKeeper cluster's
-// controller keeps the last one in /brokers/topics/<topic>/partitions/<n>/state).
+// lastISR reads the last ISR of a partition whose metadata shows none. A KRaft controller
+// with eligible leader replicas (KIP-966, Kafka 4) empties the ISR of a partition that lost
+// its last in-sync replica and keeps those replicas as its eligible (ELR) and last known
+// eligible leader replicas, which DescribeTopicPartitions shows; Kafka before 2.4 answers
+// an empty ISR in the metadata of such a partition, and a ZooKeeper cluster's controller
+// keeps the last one in /brokers/topics/<topic>/partitions/<n>/state.
 func (t *offlineTask) lastISR(tp model.TopicPartition) ([]int32, error) {
+	if t.caps.KRaft {
+		return eligibleLeaders(t.c, tp)
+	}
 	if t.c.ZK == nil {
 		return nil, errors.New("the metadata shows none, as Kafka before 2.4 does for a partition without a leader, and the cluster's zookeeper is not configured")
 	}
@@ -146,6 +153,44 @@ func (t *offlineTask) lastISR(tp model.TopicPartition) ([]int32, error) {
 		return nil, fmt.Errorf("%s lists no ISR", path)
 	}
 	return st.ISR, nil
+}
+
+// eligibleLeaders reads a KRaft partition's eligible and last known eligible leader
+// replicas (DescribeTopicPartitions, Kafka 3.8+): the replicas that held every committed
+// record when the ISR emptied.
+func eligibleLeaders(c *Cluster, tp model.TopicPartition) ([]int32, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+	rt.Topic = tp.Topic
+	req.Topics = append(req.Topics, rt)
+	req.ResponsePartitionLimit = 2000
+	resp, err := req.RequestWith(ctx, c.Client)
+	if err != nil {
+		return nil, fmt.Errorf("describe topic partitions: %w", err)
+	}
+	for _, rt := range resp.Topics {
+		if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+			return nil, fmt.Errorf("describe topic partitions of %s: %w", tp.Topic, err)
+		}
+		for _, p := range rt.Partitions {
+			if p.Partition != tp.Partition {
+				continue
+			}
+			var out []int32
+			for _, b := range append(append(slices.Clone(p.ISR), p.EligibleLeaderReplicas...), p.LastKnownELR...) {
+				if !slices.Contains(out, b) {
+					out = append(out, b)
+				}
+			}
+			if len(out) == 0 {
+				return nil, errors.New("the controller shows no ISR, eligible or last known eligible leader replica")
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("describe topic partitions: no %s", tp)
 }
 
 // Apply elects the planned partitions still without a leader: the clean ones by a preferred

@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -228,4 +229,36 @@ func TestPartitionOfflineUncleanNeedsTheConfiguration(t *testing.T) {
 	if led.Status != events.StatusNoop || len(led.Noop) != 1 {
 		t.Errorf("without allow_unclean, on a partition with a leader: %s %q, noop %v; want noop", led.Status, led.Error, led.Noop)
 	}
+}
+
+// On KRaft (3 nodes, each a controller too: two down would lose the quorum, so no
+// partition there can lose its in-sync replicas while another replica lives): a partition
+// whose only replica is down is skipped (no live replica), nothing changed; once its node
+// is back, the controller elects it and the event is a noop.
+func TestPartitionOfflineKRaft(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	f := newFleet(t, env, "kraft")
+	f.start("worker-1")
+	cl := env.Kafka(t, "kraft")
+	topic := testenv.Name(t, "off")
+	testenv.CreateTopic(t, cl, topic, [][]int32{{3}, {1}}, nil)
+	env.StopBroker(t, "kraft", 3)
+	waitOffline(t, f, topic, 1)
+
+	res := f.run(f.event(events.TypePartitionOffline, map[string]any{"topic": topic}))
+	if len(res.Changes) != 0 || len(res.Skipped) != 1 || res.Skipped[0].Code != plan.SkipNoLiveReplica || len(res.Noop) != 1 {
+		t.Fatalf("%s %q: changes %v, skipped %+v, noop %v; want %s-0 skipped (no live replica), %s-1 noop", res.Status, res.Error, res.Changes, res.Skipped, res.Noop, topic, topic)
+	}
+	env.StartBroker(t, "kraft", 3)
+	testenv.Eventually(t, time.Minute, func() error {
+		if p := state(t, f, topic)[0]; p.Leader != 3 {
+			return fmt.Errorf("leader %d", p.Leader)
+		}
+		return nil
+	})
+	again := f.run(f.event(events.TypePartitionOffline, map[string]any{"topic": topic}))
+	if again.Status != events.StatusNoop || len(again.Changes) > 0 {
+		t.Errorf("with its node back: %s %q, %d changes; want noop", again.Status, again.Error, len(again.Changes))
+	}
+	f.noLeftovers([]string{topic}, nil, "")
 }

@@ -218,6 +218,20 @@ func (n *natsConn) event(ctx context.Context, clusterName, typ, id string, data 
 	if err != nil {
 		return nil, time.Time{}, err
 	}
+	return n.await(ctx, id, func() error {
+		msg := &nats.Msg{Subject: events.Subject(clusterName, typ), Data: body, Header: nats.Header{}}
+		msg.Header.Set("Content-Type", events.ContentTypeCloudEventsJSON)
+		if _, err := n.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(events.EventsStream)); err != nil {
+			return fmt.Errorf("publish %s: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// await subscribes to the result of event id, calls send (which makes the event: a
+// publication on NATS, or an alert the worker's webhook turns into it), and waits for the
+// result. It returns the result and when it was heard.
+func (n *natsConn) await(ctx context.Context, id string, send func() error) (*events.Result, time.Time, error) {
 	sub, err := n.nc.SubscribeSync(events.ResultSubject(id))
 	if err != nil {
 		return nil, time.Time{}, err
@@ -226,10 +240,8 @@ func (n *natsConn) event(ctx context.Context, clusterName, typ, id string, data 
 	if err := n.nc.Flush(); err != nil {
 		return nil, time.Time{}, err
 	}
-	msg := &nats.Msg{Subject: events.Subject(clusterName, typ), Data: body, Header: nats.Header{}}
-	msg.Header.Set("Content-Type", events.ContentTypeCloudEventsJSON)
-	if _, err := n.js.PublishMsg(ctx, msg, jetstream.WithMsgID(id), jetstream.WithExpectStream(events.EventsStream)); err != nil {
-		return nil, time.Time{}, fmt.Errorf("publish %s: %w", id, err)
+	if err := send(); err != nil {
+		return nil, time.Time{}, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()

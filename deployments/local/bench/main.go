@@ -16,6 +16,13 @@
 //   - rf: a topic with data raised from 2 to 3 replicas with the same throttle, kafkamender
 //     vs the CLI executing the assignment Kafka's controller gives a scratch topic of the
 //     same partition count at factor 3: time, and bytes copied against the minimum;
+//   - failed: broker 4 of cluster local lost for good (stopped, its copy of a topic of 8
+//     partitions at factor 2 deleted) and its replicas re-created on brokers 1-3 with the
+//     same throttle: kafkamender (a broker-failed event naming the topic) vs the CLI
+//     (--generate over 1,2,3, --execute --throttle, --verify until done): time, and bytes
+//     copied against the minimum; and kafkamender's time from an Alertmanager webhook
+//     POST of a firing KafkaBrokerDown alert to its first copy. Broker 4 is started again
+//     after each run;
 //   - storm and scale: BenchmarkAlertStorm and BenchmarkScale100k (internal/handlers),
 //     run as `go test -bench` and parsed.
 //
@@ -69,9 +76,9 @@ func parseFlags(args []string) (options, error) {
 	runs := fs.Int("runs", 3, "runs of each scenario (at least 3 for a median worth the name)")
 	sizes := fs.String("sizes", "100,1000", "partitions the demoted broker leads, comma-separated")
 	clusters := fs.String("clusters", "local,kraft", "clusters of the stack to demote on, comma-separated")
-	scen := fs.String("scenarios", "demote,preferred,rf,storm,scale", "scenarios to run, comma-separated")
-	rfMB := fs.Int("rf-mb", 48, "MB written to the topic of the replication-factor scenario")
-	throttle := fs.Int64("throttle", 10<<20, "replication throttle of the replication-factor scenario, bytes/s (both contenders)")
+	scen := fs.String("scenarios", "demote,preferred,rf,failed,storm,scale", "scenarios to run, comma-separated")
+	rfMB := fs.Int("rf-mb", 48, "MB written to the topic of the replication-factor and broker-failed scenarios")
+	throttle := fs.Int64("throttle", 10<<20, "replication throttle of the replication-factor and broker-failed scenarios, bytes/s (all contenders)")
 	trace := fs.Bool("trace", false, "write the worker's Kafka requests of each kafkamender run to .state/bench/<event id>.trace")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -86,7 +93,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	for _, s := range split(*scen) {
 		switch s {
-		case "demote", "preferred", "rf", "storm", "scale":
+		case "demote", "preferred", "rf", "failed", "storm", "scale":
 			o.scenarios[s] = true
 		default:
 			return o, fmt.Errorf("-scenarios: unknown %q", s)
@@ -112,8 +119,9 @@ func split(s string) []string {
 type bench struct {
 	opts     options
 	root     string
-	dir      string // .state/bench: the worker's log, the CLIs' JSON files
-	stamp    string // this run's, in topic names and event ids
+	st       *stack.Stack // to stop and start a broker (scenario failed)
+	dir      string       // .state/bench: the worker's log, the CLIs' JSON files
+	stamp    string       // this run's, in topic names and event ids
 	clusters map[string]*cluster
 	nats     *natsConn
 	w        *benchWorker
@@ -138,7 +146,7 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	b := &bench{opts: opts, root: root, dir: filepath.Join(root, ".state", "bench"),
+	b := &bench{opts: opts, root: root, st: st, dir: filepath.Join(root, ".state", "bench"),
 		stamp: time.Now().UTC().Format("150405"), clusters: map[string]*cluster{}}
 	if err := os.MkdirAll(b.dir, 0o755); err != nil {
 		return err
@@ -161,7 +169,7 @@ func run(ctx context.Context, args []string) error {
 		b.clusters[c.Name] = &cluster{Cluster: c, cl: cl, adm: adm, classpath: st.Classpath(c)}
 	}
 	b.rows = append(b.rows, []string{"scenario", "cluster", kafkamender, cli, floor, "kafkamender ÷ floor", "kafkamender ÷ CLIs", "goal"})
-	if opts.scenarios["demote"] || opts.scenarios["preferred"] || opts.scenarios["rf"] {
+	if opts.scenarios["demote"] || opts.scenarios["preferred"] || opts.scenarios["rf"] || opts.scenarios["failed"] {
 		nc, err := nats.Connect(stack.NATSURL)
 		if err != nil {
 			return fmt.Errorf("nats (is the stack up? go tool task stack:up): %w", err)
@@ -173,7 +181,7 @@ func run(ctx context.Context, args []string) error {
 		}
 		b.nats = &natsConn{nc: nc, js: js}
 		b.logf("starting a worker in this process (log %s)", filepath.Join(b.dir, "worker.log"))
-		if b.w, err = startWorker(ctx, root, b.dir); err != nil {
+		if b.w, err = startWorker(ctx, root, b.dir, opts.throttle); err != nil {
 			return err
 		}
 		err = b.stackScenarios(ctx)
@@ -229,6 +237,11 @@ func (b *bench) stackScenarios(ctx context.Context) error {
 	}
 	if b.opts.scenarios["rf"] {
 		if err := b.raise(ctx, b.clusters["local"]); err != nil {
+			return err
+		}
+	}
+	if b.opts.scenarios["failed"] {
+		if err := b.failed(ctx, b.clusters["local"]); err != nil {
 			return err
 		}
 	}

@@ -233,25 +233,19 @@ func (b *bench) raise(ctx context.Context, c *cluster) error {
 }
 
 // cliAssign executes assignment on topic with kafka-reassign-partitions --execute
-// --throttle, then --verify until it says every partition is complete (which also removes
-// the throttle).
+// --throttle (without --throttle when throttle is 0), then --verify until it says every
+// partition is complete (which also removes the throttle).
 func cliAssign(ctx context.Context, c *cluster, dir, topic string, assignment map[int32][]int32, throttle int64) error {
-	type part struct {
-		Topic     string  `json:"topic"`
-		Partition int32   `json:"partition"`
-		Replicas  []int32 `json:"replicas"`
-	}
-	var parts []part
-	for p, r := range assignment {
-		parts = append(parts, part{topic, p, r})
-	}
-	slices.SortFunc(parts, func(a, b part) int { return int(a.Partition - b.Partition) })
-	f := filepath.Join(dir, topic+"-reassign.json")
-	if err := writeJSON(f, map[string]any{"version": 1, "partitions": parts}); err != nil {
+	f, err := writeReassignment(dir, topic+"-reassign", topic, assignment)
+	if err != nil {
 		return err
 	}
 	boot := strings.Join(c.Bootstrap(), ",")
-	if _, err := c.java(ctx, reassignClass, "--bootstrap-server", boot, "--reassignment-json-file", f, "--execute", "--throttle", fmt.Sprint(throttle)); err != nil {
+	args := []string{"--bootstrap-server", boot, "--reassignment-json-file", f, "--execute"}
+	if throttle > 0 {
+		args = append(args, "--throttle", fmt.Sprint(throttle))
+	}
+	if _, err := c.java(ctx, reassignClass, args...); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(verifyTimeout)
@@ -268,4 +262,20 @@ func cliAssign(ctx context.Context, c *cluster, dir, topic string, assignment ma
 			return fmt.Errorf("--verify: not complete within %s:\n%s", verifyTimeout, lastLines(out, 10))
 		}
 	}
+}
+
+// writeReassignment writes assignment of topic as a --reassignment-json-file, dir/name.json.
+func writeReassignment(dir, name, topic string, assignment map[int32][]int32) (string, error) {
+	type part struct {
+		Topic     string  `json:"topic"`
+		Partition int32   `json:"partition"`
+		Replicas  []int32 `json:"replicas"`
+	}
+	var parts []part
+	for p, r := range assignment {
+		parts = append(parts, part{topic, p, r})
+	}
+	slices.SortFunc(parts, func(a, b part) int { return int(a.Partition - b.Partition) })
+	f := filepath.Join(dir, name+".json")
+	return f, writeJSON(f, map[string]any{"version": 1, "partitions": parts})
 }

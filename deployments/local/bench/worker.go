@@ -101,17 +101,24 @@ type benchWorker struct {
 	stop context.CancelFunc
 	done chan error
 	log  string
+	addr string // its HTTP listener, which also serves the Alertmanager webhook
 }
 
 // startWorker runs a worker with the stack's configuration (its HTTP listener on a free
-// port, its id "bench-<pid>"), its log at info level in dir/worker.log, and waits until
-// it is ready.
-func startWorker(ctx context.Context, root, dir string) (*benchWorker, error) {
+// port, serving the Alertmanager webhook too as worker.yaml has it, its id
+// "bench-<pid>", its default replication throttle the bench's -throttle: copies from an
+// alert, which names none, run at the same throttle as the events the bench sends), its
+// log at info level in dir/worker.log, and waits until it is ready.
+func startWorker(ctx context.Context, root, dir string, throttle int64) (*benchWorker, error) {
 	cfg, err := config.Load(filepath.Join(root, "deployments", "local", "worker.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	if cfg.Alertmanager.Listen != "" {
+		cfg.Alertmanager.Listen = "127.0.0.1:0"
+	}
+	cfg.ReplicationFactor.ThrottleBytesPerSec = throttle
 	cfg.Worker.ID = fmt.Sprintf("bench-%d", os.Getpid())
 	logPath := filepath.Join(dir, "worker.log")
 	f, err := os.Create(logPath)
@@ -143,6 +150,10 @@ func startWorker(ctx context.Context, root, dir string) (*benchWorker, error) {
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {
+					bw.addr = addr
+					if wa := w.WebhookAddr(); wa != "" {
+						bw.addr = wa
+					}
 					return bw, nil
 				}
 			}
