@@ -227,14 +227,8 @@ func (t *offlineTask) Apply(ctx context.Context, r *operation.Run) error {
 		if err != nil {
 			return err
 		}
-		failed, err := be.ElectPreferred(ctx, clean)
-		if err != nil {
-			return transient(fmt.Errorf("elect %d partitions: %w", len(clean), err))
-		}
-		for tp, e := range failed {
-			if e != nil {
-				t.log.Warn("clean election failed", zap.Stringer("partition", tp), zap.Error(e))
-			}
+		if err := electPreferred(ctx, be, clean, t.log); err != nil {
+			return err
 		}
 	}
 	if len(unclean) > 0 {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -176,6 +177,16 @@ func (p *pacer) pace(ctx context.Context, r *operation.Run, log *zap.Logger, bi,
 	}
 }
 
+// configValue returns the value of key among configs, if it is set.
+func configValue(configs []kadm.Config, key string) (string, bool) {
+	for _, c := range configs {
+		if c.Key == key && c.Value != nil {
+			return *c.Value, true
+		}
+	}
+	return "", false
+}
+
 // minInsyncReplicasOf returns the topics' min.insync.replicas (absent: unknown, 1), read
 // in one request; a topic whose configs cannot be read is left out.
 func minInsyncReplicasOf(ctx context.Context, c *Cluster, topics []string) (map[string]int, error) {
@@ -191,12 +202,9 @@ func minInsyncReplicasOf(ctx context.Context, c *Cluster, topics []string) (map[
 		if rc.Err != nil {
 			continue
 		}
-		for _, cfg := range rc.Configs {
-			if cfg.Key == "min.insync.replicas" && cfg.Value != nil {
-				var n int
-				if _, err := fmt.Sscanf(*cfg.Value, "%d", &n); err == nil {
-					m[rc.Name] = n
-				}
+		if v, ok := configValue(rc.Configs, "min.insync.replicas"); ok {
+			if n, err := strconv.Atoi(v); err == nil {
+				m[rc.Name] = n
 			}
 		}
 	}

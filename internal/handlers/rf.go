@@ -496,13 +496,19 @@ func (t *rfTask) elect(ctx context.Context, r *operation.Run) error {
 	if err != nil {
 		return err
 	}
+	return electPreferred(ctx, be, tps, t.log)
+}
+
+// electPreferred runs one preferred-leader election for tps; an election that fails for a
+// partition is logged (verification reports the partition), a failed request is transient.
+func electPreferred(ctx context.Context, be kafka.Reorderer, tps []model.TopicPartition, log *zap.Logger) error {
 	failed, err := be.ElectPreferred(ctx, tps)
 	if err != nil {
 		return transient(fmt.Errorf("elect %d preferred leaders: %w", len(tps), err))
 	}
 	for tp, e := range failed {
 		if e != nil {
-			t.log.Warn("preferred leader election failed", zap.Stringer("partition", tp), zap.Error(e))
+			log.Warn("preferred leader election failed", zap.Stringer("partition", tp), zap.Error(e))
 		}
 	}
 	return nil
@@ -734,10 +740,8 @@ func minInsyncReplicas(ctx context.Context, c *Cluster, topic string) (int, erro
 	if err != nil {
 		return 0, transient(fmt.Errorf("describe configs of %s: %w", topic, err))
 	}
-	for _, cfg := range rc.Configs {
-		if cfg.Key == "min.insync.replicas" && cfg.Value != nil {
-			return strconv.Atoi(*cfg.Value)
-		}
+	if v, ok := configValue(rc.Configs, "min.insync.replicas"); ok {
+		return strconv.Atoi(v)
 	}
 	return 1, nil
 }
