@@ -438,9 +438,29 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 	if len(planned) == 0 {
 		return 0, nil
 	}
-	snap, err := t.rd(r).Snapshot(ctx, topicsOf(planned)...)
-	if err != nil {
-		return 0, transient(err)
+	// A cancelled copy may still show as reassigning for a moment after the cancel: wait
+	// (up to the verify timeout) until none of them does, so that its order is put back.
+	var snap *model.Snapshot
+	deadline := time.Now().Add(t.h.cfg.VerifyTimeout)
+	for i := 0; ; i++ {
+		var err error
+		if snap, err = t.rd(r).Snapshot(ctx, topicsOf(planned)...); err != nil {
+			return 0, transient(err)
+		}
+		reassigning := false
+		for _, ch := range planned {
+			if p, ok := snap.Partition(ch.TopicPartition); ok && p.Reassigning() {
+				reassigning = true
+			}
+		}
+		if !reassigning || time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		case <-time.After(kafka.PollDelay(i)):
+		}
 	}
 	orders := map[model.TopicPartition][]int32{}
 	var elect []model.TopicPartition
