@@ -87,11 +87,13 @@ func run(ctx context.Context, args []string, e env) int {
 		"broker-drain":       runBrokerDrain,
 		"broker-added":       runBrokerAdded,
 		"partition-offline":  runPartitionOffline,
+		"pause":              runPause,
+		"resume":             runResume,
 		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "result":
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "result":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -138,6 +140,8 @@ Usage:
     emitter broker-drain --cluster CLUSTER --broker ID [flags]
     emitter broker-added --cluster CLUSTER --broker ID [--broker ID...] [flags]
     emitter partition-offline --cluster CLUSTER [--topic TOPIC [--partition N...]] [flags]
+    emitter pause --cluster CLUSTER --reason WORDS [--until TIME] [flags]
+    emitter resume --cluster CLUSTER [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
     emitter --version
@@ -177,6 +181,11 @@ Commands:
                       is alive, unclean (records lost) only with --allow-unclean
                       where the worker's configuration allows it too; --wait
                       and --dry-run as for preferred-leader
+    pause             switch the automation off for a cluster (a cluster-pause
+                      event): its events wait in order, not run, until resume
+                      or --until; --wait waits for the worker's result
+    resume            switch it back on (a cluster-resume event): the waiting
+                      events run in publish order
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

@@ -169,6 +169,10 @@ clusters: {local: {bootstrap_servers: [%q]}}
 		}
 	}
 
+	// A pause through the worker's control consumer: an event of the cluster waits (its
+	// progress says why, /readyz and the metric show the pause), and runs on resume.
+	pauseWorld(t, w.Addr(), emitterVars)
+
 	// A result too large for one message, stored by the worker (parts, then the head),
 	// read whole by the emitter.
 	quietWorker, err := nats.Connect(s.ClientURL(), nats.UserInfo("kafkamender-worker", workerPW))
@@ -359,5 +363,74 @@ func exerciseBuckets(t *testing.T, js jetstream.JetStream) {
 	}
 	if _, err := ops.Update(ctx, "perm", []byte(`[{"event":"perm-8"}]`), rev); err != nil {
 		t.Fatalf("guardrails update: %v", err)
+	}
+}
+
+// pauseWorld pauses the cluster local with the emitter, publishes an event that must wait,
+// checks that it waits, says why and that the worker shows the pause, then resumes.
+func pauseWorld(t *testing.T, addr string, emitterVars map[string]string) {
+	t.Helper()
+	emit := func(want int, args ...string) {
+		t.Helper()
+		e, stdout, stderr := testEnv(emitterVars)
+		if code := run(t.Context(), args, e); code != want {
+			t.Fatalf("emitter %v: exit %d, want %d\n%s%s", args, code, want, stdout, stderr)
+		}
+	}
+	nc, err := nats.Connect(emitterVars["NATS_URL"], nats.UserInfo(emitterVars["NATS_USER"], emitterVars["NATS_PASSWORD"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	heldWhy := make(chan string, 100)
+	sub, err := nc.Subscribe(events.ProgressSubject("perm-held"), func(m *nats.Msg) {
+		var p events.Progress
+		if json.Unmarshal(m.Data, &p) == nil && p.Paused != "" {
+			heldWhy <- p.Paused
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	emit(exitOK, "pause", "--cluster", "local", "--reason", "permissions test", "--id", "perm-pause", "--wait", "--timeout", "30s")
+	emit(exitOK, "preferred-leader", "--cluster", "local", "--topic", "orders", "--partition", "0", "--broker", "0", "--id", "perm-held")
+	select {
+	case why := <-heldWhy:
+		if !strings.Contains(why, "permissions test") || !strings.Contains(why, "perm-pause") {
+			t.Errorf("held event's progress: %q", why)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no progress of the held event")
+	}
+	body := func(path string) string {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	if r := body("/readyz"); !strings.Contains(r, `"paused"`) || !strings.Contains(r, "permissions test") {
+		t.Errorf("/readyz does not show the pause:\n%s", r)
+	}
+	if m := body("/metrics"); !strings.Contains(m, `kafkamender_cluster_paused{cluster="local"} 1`) {
+		t.Errorf("metrics do not show the pause")
+	}
+	e, stdout, _ := testEnv(emitterVars)
+	if code := run(t.Context(), []string{"result", "--id", "perm-held"}, e); code == exitOK {
+		t.Fatalf("the held event has a result while paused:\n%s", stdout)
+	}
+	emit(exitOK, "resume", "--cluster", "local", "--id", "perm-resume", "--wait", "--timeout", "30s")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		e, _, _ := testEnv(emitterVars)
+		if run(t.Context(), []string{"result", "--id", "perm-held"}, e) == exitOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the held event has no result after the resume")
+		}
 	}
 }

@@ -38,6 +38,7 @@ var Metrics = map[string]Metric{
 	"kafkamender_build_info":                          {Gauge, []string{"version"}},
 	"kafkamender_lock_wait_seconds":                   {Histogram, []string{"cluster"}},
 	"kafkamender_lock_waiting":                        {Gauge, []string{"cluster"}},
+	"kafkamender_cluster_paused":                      {Gauge, []string{"cluster"}},
 	"kafkamender_retries_total":                       {Counter, []string{"cluster", "type"}},
 	"kafkamender_operations_in_flight":                {Gauge, []string{"cluster", "type"}},
 	"kafkamender_operation_started_timestamp_seconds": {Gauge, []string{"cluster"}},

@@ -815,7 +815,7 @@ func (a *Alertmanager) validate(p *problems) {
 		if r.Alertname == "" {
 			p.add(path+".alertname", errors.New("required"))
 		}
-		if !events.KnownType(r.Type) {
+		if !events.KnownType(r.Type) || events.ControlType(r.Type) {
 			p.add(path+".type", fmt.Errorf("%q: want one of %s", r.Type, strings.Join(eventTypeNames(), ", ")))
 			continue
 		}
@@ -834,10 +834,14 @@ func (a *Alertmanager) validate(p *problems) {
 	}
 }
 
+// eventTypeNames are the types an alert rule may make: every type but the control events
+// (a pause is for people; a firing alert would pause, and its resolution not resume).
 func eventTypeNames() []string {
 	var out []string
 	for _, t := range events.Types() {
-		out = append(out, t.Name)
+		if !events.ControlType(t.Name) {
+			out = append(out, t.Name)
+		}
 	}
 	return out
 }

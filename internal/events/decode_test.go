@@ -498,3 +498,123 @@ func TestPartitionOfflinePayload(t *testing.T) {
 		t.Errorf("data.cluster of another cluster: %v", err)
 	}
 }
+
+// cluster-pause and cluster-resume: what each takes, and every problem of what it refuses,
+// each in its words.
+func TestDecodeClusterPauseResume(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	const blank = "data.reason: required: say why the automation is off (it is shown on every event held)"
+	for _, tc := range []struct {
+		name, typ, data string
+		want            []string // the rejection's lines; none: accepted
+	}{
+		{"pause", tCP, `{"reason":"rack b maintenance"}`, nil},
+		{"pause until", tCP, `{"cluster":"local","reason":"rack b maintenance","until":"2026-12-04T18:00:00Z"}`, nil},
+		{"pause until, an offset and a fraction", tCP, `{"reason":"r","until":"2026-12-04T19:00:00.5+01:00"}`, nil},
+		{"pause until null", tCP, `{"reason":"r","until":null}`, nil},
+		{"pause until empty (as absent)", tCP, `{"reason":"r","until":""}`, nil},
+		{"pause until with lower-case t and z", tCP, `{"reason":"r","until":"2026-12-04t18:00:00z"}`, nil},
+		{"pause, until with a one-digit hour", tCP, `{"reason":"r","until":"2026-12-04T9:00:00Z"}`, []string{`data.until: "2026-12-04T9:00:00Z" ` + errNotTime.Error()}},
+		{"pause until in the past (refused when handled, not when read)", tCP, `{"reason":"r","until":"2000-01-01T00:00:00Z"}`, nil},
+		{"pause, no reason", tCP, `{}`, []string{blank}},
+		{"pause, no reason, an until", tCP, `{"until":"2026-12-04T18:00:00Z"}`, []string{blank}},
+		{"pause, null reason", tCP, `{"reason":null}`, []string{blank}},
+		{"pause, empty reason", tCP, `{"reason":""}`, []string{blank}},
+		{"pause, blank reason", tCP, `{"reason":"   "}`, []string{blank}},
+		{"pause, reason of Unicode white space", tCP, `{"reason":"\u00a0\u2003\u3000"}`, []string{blank}},
+		{"pause, reason of a tab", tCP, `{"reason":"\t"}`, []string{"data.reason: a control character (U+0009) at byte 0", blank}},
+		{"pause, reason with a newline", tCP, `{"reason":"a\nb"}`, []string{"data.reason: a control character (U+000A) at byte 1"}},
+		{"pause, reason over its limit", tCP, `{"reason":"` + strings.Repeat("r", MaxTextLength+1) + `"}`, []string{"data.reason: 1025 characters, over the limit of 1024"}},
+		{"pause, reason a number", tCP, `{"reason":5}`, []string{"data.reason: want a string, got number"}},
+		{"pause, until not a time", tCP, `{"reason":"r","until":"tomorrow"}`, []string{`data.until: "tomorrow" ` + errNotTime.Error()}},
+		{"pause, until without zone", tCP, `{"reason":"r","until":"2026-12-04T18:00:00"}`, []string{`data.until: "2026-12-04T18:00:00" ` + errNotTime.Error()}},
+		{"pause, until a date", tCP, `{"reason":"r","until":"2026-12-04"}`, []string{`data.until: "2026-12-04" ` + errNotTime.Error()}},
+		{"pause, until a number", tCP, `{"reason":"r","until":1796180400}`, []string{"data.until: want a string, got number"}},
+		{"pause, no reason and until not a time", tCP, `{"until":"2h"}`, []string{blank, `data.until: "2h" ` + errNotTime.Error()}},
+		{"pause, dry_run", tCP, `{"reason":"r","dry_run":true}`, []string{`data: unknown field "dry_run"`}},
+		{"pause, unknown field", tCP, `{"reason":"r","for":"2h"}`, []string{`data: unknown field "for"`}},
+		{"pause, field in another case", tCP, `{"reason":"r","Until":"2026-12-04T18:00:00Z"}`, []string{`data: unknown field "Until" (field names are case-sensitive: "until")`}},
+		{"resume", tCR, `{"reason":"rack b back"}`, nil},
+		{"resume, empty data", tCR, `{}`, nil},
+		{"resume, nulls", tCR, `{"cluster":null,"reason":null}`, nil},
+		{"resume, blank reason (optional)", tCR, `{"reason":" "}`, nil},
+		{"resume, reason with a tab", tCR, `{"reason":"a\tb"}`, []string{"data.reason: a control character (U+0009) at byte 1"}},
+		{"resume, until", tCR, `{"until":"2026-12-04T18:00:00Z"}`, []string{`data: unknown field "until"`}},
+		{"resume, unknown field", tCR, `{"reason":"r","dry_run":true}`, []string{`data: unknown field "dry_run"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(Subject("local", tc.typ), nil, []byte(mkEvent(tc.typ, tc.data)), opts)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := fmt.Sprintf("%T", ev.Payload); got != fmt.Sprintf("%T", newPayload(tc.typ)) {
+					t.Errorf("payload %s", got)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Decode takes %s", tc.data)
+			}
+			var rej *Rejection
+			if !errors.As(err, &rej) || rej.ID != "a1b2" || rej.Type != tc.typ || rej.Cluster != "local" {
+				t.Errorf("rejection %#v, want one naming event a1b2 of type %s of cluster local", rej, tc.typ)
+			}
+			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tc.want) {
+				t.Errorf("rejection:\n%s\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// The payloads of cluster-pause and cluster-resume read back as sent: Reason, Until and
+// UntilTime, data.cluster; neither is a dry run.
+func TestClusterPauseResumePayloads(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	decode := func(typ, data string) *Event {
+		t.Helper()
+		ev, err := Decode(Subject("local", typ), nil, []byte(mkEvent(typ, data)), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	ev := decode(tCP, `{"cluster":"local","reason":"rack b maintenance","until":"2026-12-04T19:00:00.5+01:00"}`)
+	cp := ev.Payload.(*ClusterPause)
+	if want := time.Date(2026, 12, 4, 18, 0, 0, 5e8, time.UTC); cp.Reason != "rack b maintenance" || !cp.UntilTime().Equal(want) || ev.DryRun() || dataCluster(cp) != "local" {
+		t.Errorf("cluster-pause: %+v, until %v", cp, cp.UntilTime())
+	}
+	ev = decode(tCP, `{"reason":"r","until":"2026-12-04t18:00:00z"}`)
+	if cp := ev.Payload.(*ClusterPause); !cp.UntilTime().Equal(time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)) {
+		t.Errorf("cluster-pause until in lower case: %+v, until %v", cp, cp.UntilTime())
+	}
+	ev = decode(tCP, `{"reason":"r"}`)
+	if cp := ev.Payload.(*ClusterPause); cp.Until != "" || !cp.UntilTime().IsZero() || dataCluster(cp) != "" {
+		t.Errorf("cluster-pause without until: %+v, until %v", cp, cp.UntilTime())
+	}
+	// In binary mode too: the body is the data.
+	ev, err := Decode(Subject("local", tCP), binaryHeader(tCP), []byte(`{"reason":"r","until":"2026-12-04T18:00:00Z"}`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp := ev.Payload.(*ClusterPause); !cp.UntilTime().Equal(time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)) {
+		t.Errorf("cluster-pause in binary mode: %+v", cp)
+	}
+	ev = decode(tCR, `{}`)
+	if cr := ev.Payload.(*ClusterResume); cr.Reason != "" || ev.DryRun() || dataCluster(cr) != "" {
+		t.Errorf("cluster-resume of empty data: %+v", cr)
+	}
+	ev = decode(tCR, `{"cluster":"local","reason":"rack b back"}`)
+	if cr := ev.Payload.(*ClusterResume); cr.Reason != "rack b back" || dataCluster(cr) != "local" {
+		t.Errorf("cluster-resume: %+v", cr)
+	}
+	for _, typ := range []string{tCP, tCR} {
+		if _, err := Decode(Subject("local", typ), nil, []byte(mkEvent(typ, `{"cluster":"kraft","reason":"r"}`)), opts); err == nil ||
+			!strings.Contains(err.Error(), `data.cluster: "kraft" does not match the subject's cluster "local"`) {
+			t.Errorf("%s: data.cluster of another cluster: %v", typ, err)
+		}
+	}
+	if MaxPause != 30*24*time.Hour {
+		t.Errorf("MaxPause = %v, want 30 days (docs/contract.md and the schema say so)", MaxPause)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -39,6 +40,11 @@ const (
 	TypeBrokerDrain            = "broker-drain"
 	TypeBrokerAdded            = "broker-added"
 	TypePartitionOffline       = "partition-offline"
+	// Control events: they change how the fleet treats a cluster's other events, and are
+	// taken by a consumer of their own (pipeline.ControlTypes), ahead of the events that
+	// wait in the cluster's queue.
+	TypeClusterPause  = "cluster-pause"
+	TypeClusterResume = "cluster-resume"
 )
 
 // TypeInfo describes one event type.
@@ -56,9 +62,18 @@ func Types() []TypeInfo {
 		{TypeBrokerFailed, "recreate every replica of a broker that is gone for good on the other brokers (refused while the broker is alive)"},
 		{TypeBrokerDrain, "empty a live broker: shed its leadership, then copy its replicas elsewhere, throttled"},
 		{TypeBrokerAdded, "move onto new or empty brokers the fewest replicas and leaders that even out the cluster"},
+		{TypeClusterPause, "switch the automation off for a cluster: its events wait in order, not run (dry runs are still answered), until cluster-resume or data.until; an operation in flight finishes"},
+		{TypeClusterResume, "switch the automation back on for a paused cluster: its waiting events run in publish order"},
 		{TypePartitionOffline, "elect a leader for partitions that have none: a clean election where an in-sync replica is alive; unclean only when allowed (refused otherwise, naming the last in-sync replicas and the live candidates with their log end offsets)"},
 	}
 }
+
+// ControlTypes are the types of the control events: a consumer of their own takes them
+// for each cluster, so that they are not queued behind the cluster's other events.
+func ControlTypes() []string { return []string{TypeClusterPause, TypeClusterResume} }
+
+// ControlType reports whether typ is one of [ControlTypes].
+func ControlType(typ string) bool { return slices.Contains(ControlTypes(), typ) }
 
 // KnownType reports whether typ is one of the event types of [Types].
 func KnownType(typ string) bool {

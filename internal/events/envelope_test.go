@@ -156,7 +156,7 @@ func TestValidToken(t *testing.T) {
 
 func TestTypes(t *testing.T) {
 	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested", "broker-failed", "broker-drain", "broker-added",
-		"partition-offline"}
+		"cluster-pause", "cluster-resume", "partition-offline"}
 	types := Types()
 	if len(types) != len(want) {
 		t.Fatalf("Types() has %d entries, want %d", len(types), len(want))
@@ -214,6 +214,11 @@ func TestDataField(t *testing.T) {
 		{TypePartitionOffline, "allow_unclean", "boolean", true},
 		{TypePartitionOffline, "timeout", "", false},
 		{TypePartitionOffline, "throttle_bytes_per_sec", "", false},
+		{TypeClusterPause, "reason", "string", true},
+		{TypeClusterPause, "until", "string", true},
+		{TypeClusterPause, "dry_run", "", false},
+		{TypeClusterResume, "reason", "string", true},
+		{TypeClusterResume, "until", "", false},
 		{"no-such-type", "broker", "", false},
 	} {
 		got, ok := DataField(tc.typ, tc.field)

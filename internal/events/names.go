@@ -32,4 +32,8 @@ const (
 	// last hour, [{"event":…,"at":…}], oldest first. A key expires an hour after its last
 	// write, when everything it lists is older than an hour.
 	GuardrailsBucket = "KAFKAMENDER_GUARDRAILS"
+	// PausesBucket holds the paused clusters (cluster-pause, package pause): key = cluster,
+	// value = the JSON pause {"cluster","reason","by","event","since","until"}; no key: the
+	// cluster is not paused.
+	PausesBucket = "KAFKAMENDER_PAUSES"
 )

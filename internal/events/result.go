@@ -191,7 +191,9 @@ type Progress struct {
 	PartitionsTotal int    `json:"partitions_total"`
 	BytesCopied     int64  `json:"bytes_copied"`
 	BytesExpected   int64  `json:"bytes_expected"`
-	// Paused says why the next batch waits (partitions under min.insync.replicas for a
-	// reason not the operation's); empty while copies run.
+	// Paused says why the event waits: before it runs, that its cluster is paused
+	// (cluster-pause: who paused it, since and until when, why); while it runs, why the
+	// next batch waits (partitions under min.insync.replicas for a reason not the
+	// operation's). Empty while copies run.
 	Paused string `json:"paused,omitempty"`
 }

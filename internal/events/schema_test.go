@@ -882,6 +882,8 @@ const (
 	tBD = TypeBrokerDrain
 	tBA = TypeBrokerAdded
 	tPO = TypePartitionOffline
+	tCP = TypeClusterPause
+	tCR = TypeClusterResume
 )
 
 // schemaCase is an event and its type (the subject's).
@@ -1187,6 +1189,58 @@ var invalidEvents = []schemaCase{
 	{"po: field in another case", tPO, mkEvent(tPO, `{"Allow_unclean":true}`)},
 	{"po: cluster not a token", tPO, mkEvent(tPO, `{"cluster":"a b"}`)},
 	{"po: data null", tPO, mkEvent(tPO, `null`)},
+
+	// cluster-pause data.
+	{"cp: no reason", tCP, mkEvent(tCP, `{}`)},
+	{"cp: no reason, an until", tCP, mkEvent(tCP, `{"until":"2026-12-04T18:00:00Z"}`)},
+	{"cp: null reason", tCP, mkEvent(tCP, `{"reason":null}`)},
+	{"cp: empty reason", tCP, mkEvent(tCP, `{"reason":""}`)},
+	{"cp: blank reason", tCP, mkEvent(tCP, `{"reason":"   "}`)},
+	{"cp: reason of Unicode white space only", tCP, mkEvent(tCP, `{"reason":" \u00a0\u1680\u2000\u200a\u2028\u2029\u202f\u205f\u3000"}`)},
+	{"cp: reason of a tab", tCP, mkEvent(tCP, `{"reason":"\t"}`)},
+	{"cp: reason with a newline", tCP, mkEvent(tCP, `{"reason":"rack b\nmaintenance"}`)},
+	{"cp: reason with a C1 control character", tCP, mkEvent(tCP, `{"reason":"a\u0085"}`)},
+	{"cp: reason over 1024 characters", tCP, mkEvent(tCP, `{"reason":"`+strings.Repeat("r", MaxTextLength+1)+`"}`)},
+	{"cp: reason a number", tCP, mkEvent(tCP, `{"reason":5}`)},
+	{"cp: reason a list", tCP, mkEvent(tCP, `{"reason":["r"]}`)},
+	{"cp: until not a time", tCP, mkEvent(tCP, `{"reason":"r","until":"tomorrow"}`)},
+	{"cp: until a duration", tCP, mkEvent(tCP, `{"reason":"r","until":"2h"}`)},
+	{"cp: until a date only", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04"}`)},
+	{"cp: until without zone", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00"}`)},
+	{"cp: until with a space", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04 18:00:00Z"}`)},
+	{"cp: until with a trailing space", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00Z "}`)},
+	{"cp: until with a trailing newline", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00Z\n"}`)},
+	{"cp: until without seconds", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00Z"}`)},
+	{"cp: until with an offset without colon", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00+0100"}`)},
+	{"cp: until with hour 24", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T24:00:00Z"}`)},
+	{"cp: until with a leap second", tCP, mkEvent(tCP, `{"reason":"r","until":"2016-12-31T23:59:60Z"}`)},
+	{"cp: until on February 29 of a common year", tCP, mkEvent(tCP, `{"reason":"r","until":"2027-02-29T10:00:00Z"}`)},
+	{"cp: until on April 31", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-04-31T10:00:00Z"}`)},
+	{"cp: until with an empty fraction", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00.Z"}`)},
+	{"cp: until with a one-digit hour", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T9:00:00Z"}`)},
+	{"cp: until with a fraction of 10 digits", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00.1234567891Z"}`)},
+	{"cp: until with a comma before the fraction", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00,5Z"}`)},
+	{"cp: until with offset hour 24", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00+24:00"}`)},
+	{"cp: until with offset minute 60", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00+01:60"}`)},
+	{"cp: until a number", tCP, mkEvent(tCP, `{"reason":"r","until":1796180400}`)},
+	{"cp: until a boolean", tCP, mkEvent(tCP, `{"reason":"r","until":true}`)},
+	{"cp: dry_run", tCP, mkEvent(tCP, `{"reason":"r","dry_run":true}`)},
+	{"cp: unknown field", tCP, mkEvent(tCP, `{"reason":"r","for":"2h"}`)},
+	{"cp: field in another case", tCP, mkEvent(tCP, `{"reason":"r","Until":"2026-12-04T18:00:00Z"}`)},
+	{"cp: reason in another case only", tCP, mkEvent(tCP, `{"Reason":"r"}`)},
+	{"cp: cluster not a token", tCP, mkEvent(tCP, `{"reason":"r","cluster":"a b"}`)},
+	{"cp: data null", tCP, mkEvent(tCP, `null`)},
+
+	// cluster-resume data.
+	{"cr: until (a cluster-pause field)", tCR, mkEvent(tCR, `{"until":"2026-12-04T18:00:00Z"}`)},
+	{"cr: dry_run", tCR, mkEvent(tCR, `{"dry_run":true}`)},
+	{"cr: reason with a tab", tCR, mkEvent(tCR, `{"reason":"a\tb"}`)},
+	{"cr: reason over 1024 characters", tCR, mkEvent(tCR, `{"reason":"`+strings.Repeat("r", MaxTextLength+1)+`"}`)},
+	{"cr: reason a number", tCR, mkEvent(tCR, `{"reason":1}`)},
+	{"cr: field in another case", tCR, mkEvent(tCR, `{"Reason":"r"}`)},
+	{"cr: cluster not a token", tCR, mkEvent(tCR, `{"cluster":"a.b"}`)},
+	{"cr: data null", tCR, mkEvent(tCR, `null`)},
+	{"cr: data a list", tCR, mkEvent(tCR, `[]`)},
 }
 
 // validEvents are events the decoder takes, at the edges of what it takes: the schemas must
@@ -1290,6 +1344,27 @@ var validEvents = []schemaCase{
 	{"po: partitions at the cap", tPO, mkEvent(tPO, `{"topic":"o","partitions":[`+repeatJSON(`99999`, MaxListedPartitions)+`]}`)},
 	{"po: topic of 249 characters", tPO, mkEvent(tPO, `{"topic":"`+strings.Repeat("t", MaxTopicNameLength)+`","partitions":[0]}`)},
 	{"po: an internal topic", tPO, mkEvent(tPO, `{"topic":"__consumer_offsets"}`)},
+	{"cp: a reason", tCP, mkEvent(tCP, `{"reason":"rack b maintenance"}`)},
+	{"cp: everything", tCP, mkEvent(tCP, `{"cluster":"local","reason":"rack b maintenance (CHG-1234)","until":"2026-12-04T18:00:00Z"}`)},
+	{"cp: until with a fraction and an offset", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00.123456789-05:30"}`)},
+	{"cp: until on February 29 of a leap year", tCP, mkEvent(tCP, `{"reason":"r","until":"2028-02-29T00:00:00+00:00"}`)},
+	{"cp: until in the past (refused when handled, not when read)", tCP, mkEvent(tCP, `{"reason":"r","until":"2000-01-01T00:00:00Z"}`)},
+	{"cp: until far ahead (refused when handled, not when read)", tCP, mkEvent(tCP, `{"reason":"r","until":"9999-12-31T23:59:59Z"}`)},
+	{"cp: until with lower-case t and z (RFC 3339's note)", tCP, mkEvent(tCP, `{"reason":"r","until":"2026-12-04t18:00:00z"}`)},
+	{"cp: null until", tCP, mkEvent(tCP, `{"reason":"r","until":null}`)},
+	{"cp: empty until (as absent)", tCP, mkEvent(tCP, `{"reason":"r","until":""}`)},
+	{"cp: nulls", tCP, mkEvent(tCP, `{"cluster":null,"reason":"r","until":null}`)},
+	{"cp: empty cluster", tCP, mkEvent(tCP, `{"cluster":"","reason":"r"}`)},
+	{"cp: reason of one character among spaces", tCP, mkEvent(tCP, `{"reason":" \u3000x\u00a0 "}`)},
+	{"cp: reason of a zero-width space (no white space)", tCP, mkEvent(tCP, `{"reason":"\u200b"}`)},
+	{"cp: reason of a byte order mark (no white space)", tCP, mkEvent(tCP, `{"reason":"\ufeff"}`)},
+	{"cp: reason of a line separator and a letter", tCP, mkEvent(tCP, `{"reason":"\u2028a"}`)},
+	{"cp: reason of 1024 characters, none ASCII", tCP, mkEvent(tCP, `{"reason":"`+strings.Repeat("\u00e9", MaxTextLength)+`"}`)},
+	{"cr: empty data", tCR, mkEvent(tCR, `{}`)},
+	{"cr: everything", tCR, mkEvent(tCR, `{"cluster":"local","reason":"rack b back"}`)},
+	{"cr: nulls", tCR, mkEvent(tCR, `{"cluster":null,"reason":null}`)},
+	{"cr: empty reason", tCR, mkEvent(tCR, `{"reason":""}`)},
+	{"cr: blank reason", tCR, mkEvent(tCR, `{"reason":"  "}`)},
 }
 
 // brokerList is n distinct broker ids, comma-separated.
@@ -1480,6 +1555,11 @@ func FuzzSchemaAndDecoderAgree(f *testing.F) {
 	f.Add(typeIndex(tBF), []byte(mkEvent(tBF, `{"broker":3,"rack":"a"}`)), uint8(2), "rack", []byte(`"a\u0085"`), false)
 	f.Add(typeIndex(tPO), []byte(mkEvent(tPO, `{"topic":"o"}`)), uint8(2), "partitions", []byte(`[0,1]`), false)
 	f.Add(typeIndex(tPO), []byte(mkEvent(tPO, `{"topic":"o","partitions":[1]}`)), uint8(2), "topic", []byte(`""`), true)
+	f.Add(typeIndex(tCP), []byte(mkEvent(tCP, `{"reason":"r"}`)), uint8(2), "until", []byte(`"2026-12-04T18:00:00.5+01:00"`), false)
+	f.Add(typeIndex(tCP), []byte(mkEvent(tCP, `{"reason":"r","until":"2026-12-04T18:00:00Z"}`)), uint8(2), "reason", []byte(`"\u3000 "`), true)
+	f.Add(typeIndex(tCR), []byte(mkEvent(tCR, `{}`)), uint8(2), "until", []byte(`null`), false)
+	f.Add(typeIndex(tCP), []byte(mkEvent(tCP, `{"reason":"r"}`)), uint8(2), "until", []byte(`"2026-12-04t18:00:00z"`), false)
+	f.Add(typeIndex(tCP), []byte(mkEvent(tCP, `{"reason":"r"}`)), uint8(2), "until", []byte(`"2026-12-04T9:00:00Z"`), true)
 
 	f.Fuzz(func(t *testing.T, typ uint8, body []byte, where uint8, name string, value []byte, binary bool) {
 		ti := types[int(typ)%len(types)].Name

@@ -94,6 +94,7 @@ type Metrics struct {
 	lockWait   *prometheus.HistogramVec
 	lockWaits  *prometheus.GaugeVec
 	takeovers  prometheus.Counter
+	paused     *prometheus.GaugeVec
 
 	leadersMoved      *prometheus.CounterVec
 	replicasAdded     *prometheus.CounterVec
@@ -159,6 +160,8 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			"Time from asking for a cluster's lock to holding it (or giving up), by cluster.", lockBuckets, "cluster"),
 		lockWaits: gauge("lock_waiting",
 			"Operations of this worker waiting for a cluster's lock now, by cluster.", "cluster"),
+		paused: gauge("cluster_paused",
+			"1 while the cluster is paused (cluster-pause: its events wait, not run), as this worker last saw it; else 0.", "cluster"),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "takeovers_total",
 			Help: "Operations of other events, left in the journal by a worker that is gone, that this worker finished or rolled back."}),
 
@@ -199,7 +202,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.events, m.eventDuration, m.retries, m.deadLetters,
-		m.opDuration, m.inFlight, m.opStarted, m.lockWait, m.lockWaits, m.takeovers,
+		m.opDuration, m.inFlight, m.opStarted, m.lockWait, m.lockWaits, m.paused, m.takeovers,
 		m.leadersMoved, m.replicasAdded, m.replicasRemoved, m.bytesCopied, m.skipped, m.throttlesSet, m.throttlesRestored,
 		m.alerts, m.refused, m.dependencyUp, m.ready, m.buildInfo}
 }
@@ -224,6 +227,7 @@ func (m *Metrics) initSeries(o Options) {
 		m.opStarted.WithLabelValues(c)
 		m.lockWait.WithLabelValues(c)
 		m.lockWaits.WithLabelValues(c)
+		m.paused.WithLabelValues(c)
 		m.throttlesSet.WithLabelValues(c)
 		m.throttlesRestored.WithLabelValues(c, ThrottleRestored)
 		m.throttlesRestored.WithLabelValues(c, ThrottleKept)
@@ -237,6 +241,18 @@ func (m *Metrics) initSeries(o Options) {
 			}
 		}
 	}
+}
+
+// Paused records whether cluster is paused, as this worker saw it last.
+func (m *Metrics) Paused(cluster string, paused bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if paused {
+		v = 1
+	}
+	m.paused.WithLabelValues(cluster).Set(v)
 }
 
 // EventDone records a result this worker stored for an event (not a replay).

@@ -54,7 +54,7 @@ func (p *Pipeline) absorb(ctx context.Context, d *delivery, stored *events.Resul
 		}
 		return
 	}
-	filters := ClusterFilters(p.cfg.FilterSubjects, d.ev.Cluster)
+	filters, _ := SplitControl(ClusterFilters(p.cfg.FilterSubjects, d.ev.Cluster)) // control events end the run
 	subtree := events.EventsSubjectPrefix + "." + d.ev.Cluster + ".>"
 	next, total, started := d.raw.Seq+1, 0, time.Now()
 	for total < absorbMax {

@@ -29,19 +29,24 @@ type delivery struct {
 	attempt int
 	started time.Time
 	log     *zap.Logger
+	slot    *slot // the loop's, given back while the event is held (hold)
 }
 
 // handle turns one delivery into a result (or a delayed redelivery), in phases: receive
 // the message; give up on an event delivered more often than allowed; decode it (an
 // invalid one is rejected); replay the result of one handled already; drop one expired;
 // run its handler; conclude from what the handler returned.
-func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg) {
+func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg, sl *slot) {
 	d := p.receive(msg)
+	d.slot = sl
 	if d.attempt > p.cfg.MaxAttempts {
 		p.giveUp(ctx, d)
 		return
 	}
 	if !p.decode(ctx, d) || p.replayed(ctx, d) || p.expired(ctx, d) {
+		return
+	}
+	if p.hold(ctx, d) || p.expired(ctx, d) { // it may have expired while held
 		return
 	}
 	h, ok := p.handlers[d.ev.Type]
@@ -169,7 +174,11 @@ func (p *Pipeline) base(d *delivery) *events.Result {
 func (p *Pipeline) job(d *delivery) *Job {
 	return &Job{event: d.ev, raw: d.raw, attempt: d.attempt, last: d.attempt >= p.cfg.MaxAttempts,
 		worker: p.cfg.Worker, started: d.started, results: p.store(),
-		nc: p.nc, alive: func() { _ = d.msg.InProgress() }}
+		nc: p.nc, alive: func() {
+			if d.msg != nil { // nil: a dry run answered from the stream (answerDryRun)
+				_ = d.msg.InProgress()
+			}
+		}}
 }
 
 // run runs the handler, the message kept alive meanwhile.

@@ -98,7 +98,13 @@ func (e *env) setup(cfg pipeline.Config) {
 // test ends); stop waits for Run to return. It returns once the pipeline is set up.
 func (e *env) start(nc *nats.Conn, cfg pipeline.Config, h handlerFunc) (stop func()) {
 	e.t.Helper()
-	p, err := pipeline.New(nc, map[string]pipeline.Handler{evType: h}, cfg)
+	return e.startHandlers(nc, cfg, map[string]pipeline.Handler{evType: h})
+}
+
+// startHandlers is start with the handlers hs, by event type.
+func (e *env) startHandlers(nc *nats.Conn, cfg pipeline.Config, hs map[string]pipeline.Handler) (stop func()) {
+	e.t.Helper()
+	p, err := pipeline.New(nc, hs, cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,6 +168,12 @@ func TestStrayEventRejected(t *testing.T) {
 	e.publishRaw(&nats.Msg{Subject: events.Subject("nosuchcluster", evType), Data: raw})
 	e.publishRaw(&nats.Msg{Subject: "kafkamender.events.malformed", Data: raw,
 		Header: nats.Header{jetstream.MsgIDHeader: []string{"ev-malformed"}}})
+	// A type no version knows, on a served cluster's subject: the cluster's consumers take
+	// only the known types (its control events have a consumer of their own).
+	unknown, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": "ev-unknown", "source": "test", "type": "broker-explodes",
+		"datacontenttype": "application/json", "data": map[string]any{}})
+	e.publishRaw(&nats.Msg{Subject: events.Subject(cluster, "broker-explodes"), Data: unknown,
+		Header: nats.Header{jetstream.MsgIDHeader: []string{"ev-unknown"}}})
 	res := e.waitResult("ev-stray")
 	if res.Status != events.StatusRejected || res.Cluster != "nosuchcluster" || res.Error == "" {
 		t.Errorf("result %+v; want rejected, naming the cluster", res)
@@ -176,6 +183,9 @@ func TestStrayEventRejected(t *testing.T) {
 		t.Errorf("malformed subject: result %+v; want rejected", res)
 	} else {
 		t.Logf("malformed: %s", res.Error)
+	}
+	if res := e.waitResult("ev-unknown"); res.Status != events.StatusRejected || !strings.Contains(res.Error, `unknown event type "broker-explodes"`) {
+		t.Errorf("unknown type: result %+v; want rejected, naming the type", res)
 	}
 	e.eventually("strays removed from the stream", func() bool { return e.eventsLeft() == 0 })
 }

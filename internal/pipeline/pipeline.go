@@ -146,6 +146,11 @@ type Config struct {
 	// leaves the events to the workers that can, instead of failing each transiently and
 	// using up its deliveries. Other clusters go on.
 	CanServe func(cluster string) error
+	// Pauses, when set, says which clusters are paused: their events wait (see pause.go).
+	Pauses Pauses
+	// HoldScan is how often the events that wait while their cluster is paused get their
+	// progress, and its dry runs their answer. Default 10s.
+	HoldScan time.Duration
 }
 
 // Size limits of the streams (see Config): what a NATS server gives kafkamender at most.
@@ -189,6 +194,9 @@ func (c *Config) setDefaults() {
 	if c.ResultsMaxBytes <= 0 {
 		c.ResultsMaxBytes = DefaultResultsMaxBytes
 	}
+	if c.HoldScan <= 0 {
+		c.HoldScan = holdScan
+	}
 	if c.StrayGrace <= 0 {
 		c.StrayGrace = 3 * time.Second
 	}
@@ -206,10 +214,12 @@ type Pipeline struct {
 	log      *zap.Logger
 
 	mu          sync.Mutex
-	cannotServe map[string]bool // cluster: the last CanServe said no
+	cannotServe map[string]bool   // cluster: the last CanServe said no
+	pausedNow   map[string]string // cluster: why it is paused, as last seen
 	results     *streamResults
 	evs         jetstream.Stream
 	cons        map[string]jetstream.Consumer // by cluster; nil until set up
+	control     map[string]jetstream.Consumer // the clusters' control consumers
 
 	metrics *metrics.Metrics
 }
@@ -276,38 +286,57 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 	if err := p.retireShared(ctx, evs); err != nil {
 		return err
 	}
-	cons := map[string]jetstream.Consumer{}
+	cons, control := map[string]jetstream.Consumer{}, map[string]jetstream.Consumer{}
 	for _, cluster := range p.cfg.Clusters {
-		filters := ClusterFilters(p.cfg.FilterSubjects, cluster)
-		if len(filters) == 0 {
-			continue // this fleet does not take the cluster's events
+		work, ctl := SplitControl(ClusterFilters(p.cfg.FilterSubjects, cluster))
+		if len(work) > 0 {
+			// First, so that a consumer set up by an earlier version, which took every
+			// subject of the cluster, no longer overlaps the control consumer.
+			name := ClusterConsumer(p.cfg.Consumer, cluster)
+			c, err := p.consumer(ctx, evs, name, "kafkamender: the events of cluster "+cluster+", one at a time, in stream order, for every worker of the fleet", work)
+			if err != nil {
+				return err
+			}
+			cons[cluster] = c
 		}
-		name := ClusterConsumer(p.cfg.Consumer, cluster)
-		c, err := evs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-			Durable:     name,
-			Description: "kafkamender: the events of cluster " + cluster + ", one at a time, in stream order, for every worker of the fleet",
-			AckPolicy:   jetstream.AckExplicitPolicy,
-			AckWait:     p.cfg.AckWait,
-			// No limit: the pipeline bounds the attempts itself (giveUp), and an event
-			// whose giving up fails (storage full) must come again until it has a result.
-			MaxDeliver: -1,
-			// One event of the cluster out at a time, fleet-wide: the next is delivered
-			// only once this one is acknowledged or terminated (after its result is
-			// stored). A delayed negative acknowledgement keeps it out, so a retry, or
-			// a redelivery after its worker died, comes before any later event.
-			MaxAckPending:     1,
-			FilterSubjects:    filters,
-			InactiveThreshold: p.cfg.InactiveThreshold,
-		})
-		if err != nil {
-			return fmt.Errorf("consumer %s: %w%s", name, err, p.overlapping(ctx, evs, name, filters, err))
+		if len(ctl) > 0 {
+			name := ControlConsumer(p.cfg.Consumer, cluster)
+			c, err := p.consumer(ctx, evs, name, "kafkamender: the control events of cluster "+cluster+" (pause, resume), one at a time, in stream order, ahead of its other events", ctl)
+			if err != nil {
+				return err
+			}
+			control[cluster] = c
 		}
-		cons[cluster] = c
 	}
 	p.mu.Lock()
-	p.results, p.evs, p.cons = &streamResults{js: p.js, stream: res}, evs, cons
+	p.results, p.evs, p.cons, p.control = &streamResults{js: p.js, stream: res}, evs, cons, control
 	p.mu.Unlock()
 	return nil
+}
+
+// consumer creates or updates a durable consumer of the cluster's events: see the package
+// doc, "Order".
+func (p *Pipeline) consumer(ctx context.Context, evs jetstream.Stream, name, description string, filters []string) (jetstream.Consumer, error) {
+	c, err := evs.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+		Durable:     name,
+		Description: description,
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		AckWait:     p.cfg.AckWait,
+		// No limit: the pipeline bounds the attempts itself (giveUp), and an event
+		// whose giving up fails (storage full) must come again until it has a result.
+		MaxDeliver: -1,
+		// One event of the cluster out at a time, fleet-wide: the next is delivered
+		// only once this one is acknowledged or terminated (after its result is
+		// stored). A delayed negative acknowledgement keeps it out, so a retry, or
+		// a redelivery after its worker died, comes before any later event.
+		MaxAckPending:     1,
+		FilterSubjects:    filters,
+		InactiveThreshold: p.cfg.InactiveThreshold,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w%s", name, err, p.overlapping(ctx, evs, name, filters, err))
+	}
+	return c, nil
 }
 
 // retireShared deletes the consumer named Config.Consumer itself: before per-cluster
@@ -371,7 +400,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		return err
 	}
 	p.mu.Lock()
-	cons := p.cons
+	cons, control := p.cons, p.control
 	p.mu.Unlock()
 	p.log.Info("consuming events", zap.String("stream", events.EventsStream), zap.String("consumer", p.cfg.Consumer),
 		zap.Strings("clusters", slices.Sorted(maps.Keys(cons))), zap.Int("concurrency", p.cfg.Concurrency))
@@ -379,41 +408,88 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	wg.Go(func() { p.sweepStrays(ctx) })
 	slots := make(chan struct{}, p.cfg.Concurrency)
 	for cluster, c := range cons {
-		wg.Go(func() { p.loop(ctx, cluster, c, slots) })
+		wg.Go(func() { p.loop(ctx, cluster, c, slots, false) })
+	}
+	for cluster, c := range control {
+		// Control events take no slot: they are quick, and must not wait for the
+		// cluster's (or another cluster's) long operations.
+		wg.Go(func() { p.loop(ctx, cluster, c, nil, true) })
 	}
 	wg.Wait()
 	return nil
 }
 
 // loop takes the events of one cluster, one at a time, while this worker can serve it
-// and has a free slot.
-func (p *Pipeline) loop(ctx context.Context, cluster string, cons jetstream.Consumer, slots chan struct{}) {
+// and has a free slot (slots nil: the control events, which need none). While the cluster
+// is paused, the event it takes is held (hold), its slot given back meanwhile; a fetch
+// that finds none (another worker holds or runs one) scans the waiting events
+// (scanHeld).
+func (p *Pipeline) loop(ctx context.Context, cluster string, cons jetstream.Consumer, slots chan struct{}, control bool) {
+	if slots == nil {
+		slots = make(chan struct{}, 1)
+	}
+	var lastScan time.Time
 	for ctx.Err() == nil {
 		if !p.canServe(cluster) {
 			sleep(ctx, canServePoll)
 			continue
 		}
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
+		sl := &slot{ch: slots}
+		if !sl.take(ctx) {
 			return
 		}
 		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 		if err != nil {
 			cancel()
-			<-slots
+			sl.give()
 			if ctx.Err() == nil {
 				p.log.Debug("fetch", zap.String("cluster", cluster), zap.Error(err))
 				sleep(ctx, time.Second)
 			}
 			continue
 		}
+		n := 0
 		for msg := range batch.Messages() {
-			p.handle(ctx, msg)
+			n++
+			p.handle(ctx, msg, sl)
 		}
 		cancel()
-		<-slots
+		sl.give()
+		if n == 0 && !control && time.Since(lastScan) >= p.cfg.HoldScan {
+			if why := p.paused(ctx, cluster); why != "" {
+				p.scanHeld(ctx, cluster, 0, why)
+				lastScan = time.Now()
+			}
+		}
+	}
+}
+
+// slot is a loop's share of Config.Concurrency, for the event in hand.
+type slot struct {
+	ch    chan struct{}
+	taken bool
+}
+
+// take waits for a free slot; false: ctx ended first.
+func (s *slot) take(ctx context.Context) bool {
+	if s.taken {
+		return true
+	}
+	select {
+	case s.ch <- struct{}{}:
+		s.taken = true
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// give gives the slot back, if taken.
+func (s *slot) give() {
+	if s.taken {
+		<-s.ch
+		s.taken = false
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/operation"
+	"github.com/kafkamender/kafkamender/internal/pause"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
 
@@ -112,6 +113,9 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	for _, typ := range h.Types() {
 		hs[typ] = eng
 	}
+	pauses := pause.New(js)
+	ph := &pause.Handler{Store: pauses, Guard: h, Logger: w.logger.Named("pause")}
+	hs[events.TypeClusterPause], hs[events.TypeClusterResume] = ph, ph
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
 		Worker:          cfg.Worker.ID,
 		Clusters:        cfg.ClusterNames(),
@@ -122,6 +126,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		EventsMaxBytes:  cfg.NATS.EventsMaxBytes,
 		ResultsMaxBytes: cfg.NATS.ResultsMaxBytes,
 		CanServe:        w.canServe(lockSessions),
+		Pauses:          pauses,
 		Logger:          w.logger,
 		Metrics:         w.metrics,
 	})

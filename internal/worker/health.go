@@ -54,6 +54,15 @@ type health struct {
 	deps     []*dependency
 	stopping bool
 	fatal    error // what ended the process's usefulness (setFatal): /healthz says it
+	// paused returns the clusters this worker last saw paused, and why (the pipeline's).
+	paused func() map[string]string
+}
+
+// setPaused sets where /readyz reads the paused clusters.
+func (h *health) setPaused(f func() map[string]string) {
+	h.mu.Lock()
+	h.paused = f
+	h.mu.Unlock()
 }
 
 func newHealth(worker string, logger *zap.Logger, m *metrics.Metrics) *health {
@@ -215,6 +224,9 @@ type readiness struct {
 	Stopping     bool              `json:"stopping,omitempty"`
 	Worker       string            `json:"worker"`
 	Dependencies []dependencyState `json:"dependencies"`
+	// Paused lists the clusters paused (cluster-pause) as this worker last saw them, and
+	// why: their events wait. A paused cluster does not make the worker unready.
+	Paused map[string]string `json:"paused,omitempty"`
 }
 
 type dependencyState struct {
@@ -249,6 +261,11 @@ func (h *health) reportLocked() readiness {
 		Stopping:     h.stopping,
 		Worker:       h.worker,
 		Dependencies: make([]dependencyState, 0, len(h.deps)),
+	}
+	if h.paused != nil {
+		if p := h.paused(); len(p) > 0 {
+			r.Paused = p
+		}
 	}
 	for _, d := range h.deps {
 		s := dependencyState{

@@ -144,6 +144,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		return err
 	}
 	w.health.add(kindNATS, "jetstream", true, pipelineProbe(pl))
+	w.health.setPaused(pl.Paused)
 	consumeCtx, stopConsuming := context.WithCancel(ctx)
 	consumeDone := make(chan struct{})
 	// What makes the process useless until it starts again: it stops, /healthz says why,
