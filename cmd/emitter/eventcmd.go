@@ -68,6 +68,9 @@ type eventFlags struct {
 	natsAuth                    *natsAuth
 	// defaultTimeout is the default of --timeout; 0: defaultWaitTimeout.
 	defaultTimeout time.Duration
+	// idFlag names the flag of the event's own id; "": --id (emitter cancel's --id names
+	// the event to cancel, its own is --cancel-id).
+	idFlag string
 }
 
 // register defines the shared flags on fs.
@@ -82,7 +85,11 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(f.wait, "wait", false, "wait for the result and print it; progress goes to stderr")
 	fs.DurationVar(f.timeout, "timeout", timeout, "with --wait, give up waiting after `duration` (connecting and publishing included)")
 	fs.StringVar(f.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
-	fs.StringVar(f.id, "id", "", "event `id` (default: a random UUID); letters, digits, '-' and '_'. Re-using an id asks for the earlier event's result instead of a new run")
+	idFlag := f.idFlag
+	if idFlag == "" {
+		idFlag = "id"
+	}
+	fs.StringVar(f.id, idFlag, "", "event `id` (default: a random UUID); letters, digits, '-' and '_'. Re-using an id asks for the earlier event's result instead of a new run")
 	fs.StringVar(f.source, "source", "", "event `source` (default \"emitter/<user>@<host>\")")
 	fs.DurationVar(f.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
 	registerNATSFlags(fs, f.natsURL, f.natsAuth)
@@ -286,8 +293,8 @@ func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, 
 // up to the list of flags.
 const eventCommandUsageTail = `Exit status:
     0  published; with --wait: the result is succeeded, noop or planned
-    1  publishing failed; with --wait: the result is partial, failed, rejected
-       or expired
+    1  publishing failed; with --wait: the result is partial, failed, rejected,
+       expired or cancelled
     2  usage error
     3  with --wait: no result within --timeout (the event stays queued; look
        for its result later with 'emitter result --id ID')

@@ -187,6 +187,7 @@ func TestExitForStatus(t *testing.T) {
 		events.StatusFailed:    exitFailure,
 		events.StatusRejected:  exitFailure,
 		events.StatusExpired:   exitFailure,
+		events.StatusCancelled: exitFailure,
 		"some-future-status":   exitFailure,
 	} {
 		if got := exitForStatus(status); got != want {

@@ -89,11 +89,12 @@ func run(ctx context.Context, args []string, e env) int {
 		"partition-offline":  runPartitionOffline,
 		"pause":              runPause,
 		"resume":             runResume,
+		"cancel":             runCancel,
 		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "result":
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "result":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -142,6 +143,7 @@ Usage:
     emitter partition-offline --cluster CLUSTER [--topic TOPIC [--partition N...]] [flags]
     emitter pause --cluster CLUSTER --reason WORDS [--until TIME] [flags]
     emitter resume --cluster CLUSTER [flags]
+    emitter cancel --cluster CLUSTER --id EVENT-ID [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
     emitter --version
@@ -186,6 +188,9 @@ Commands:
                       or --until; --wait waits for the worker's result
     resume            switch it back on (a cluster-resume event): the waiting
                       events run in publish order
+    cancel            cancel an event (an operation-cancel event): one waiting
+                      never runs; one running stops, what is not finished goes
+                      back as before, throttles put back (result cancelled)
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on
@@ -206,7 +211,7 @@ data fields of each event type.
 Exit status:
     0  ok; with --wait or for result: the status is succeeded, noop or planned
     1  failure; with --wait or for result: the status is partial, failed,
-       rejected or expired
+       rejected, expired or cancelled
     2  usage error
     3  --wait: no result within --timeout (the event stays queued)
     4  result: no result stored for the event id

@@ -52,3 +52,24 @@ func TestPauseEventData(t *testing.T) {
 		})
 	}
 }
+
+func TestCancelUsageErrors(t *testing.T) {
+	testUsageErrors(t, []usageErrorTest{
+		{"no id", []string{"cancel", "--cluster", "local"},
+			[]string{"--id is required: the id of the event to cancel", "Run 'emitter cancel --help' for usage."}},
+		{"bad id", []string{"cancel", "--cluster", "local", "--id", "a.b"},
+			[]string{`--id "a.b"`}},
+		{"no dry run", []string{"cancel", "--cluster", "local", "--id", "x", "--dry-run"},
+			[]string{"--dry-run: a cancel has no plan"}},
+	})
+}
+
+// The cancel's --id names the event to cancel; its own id is --cancel-id.
+func TestCancelEventData(t *testing.T) {
+	o, b := buildFromArgs(t, []string{"--cluster", "local", "--id", "rf-1", "--cancel-id", "c-1", "--reason", "INC-42"},
+		parseCancelFlags, func(o cancelOptions, now time.Time) (events.Envelope, string, []byte, error) { return o.build(now) })
+	dec := b.decode(t, o.cluster, "kafkamender.events.local.operation-cancel", `{"id":"rf-1","reason":"INC-42"}`)
+	if dec.Type != events.TypeOperationCancel || dec.ID != "c-1" {
+		t.Errorf("event %s %s", dec.Type, dec.ID)
+	}
+}

@@ -423,7 +423,25 @@ func pauseWorld(t *testing.T, addr string, emitterVars map[string]string) {
 	if code := run(t.Context(), []string{"result", "--id", "perm-held"}, e); code == exitOK {
 		t.Fatalf("the held event has a result while paused:\n%s", stdout)
 	}
+	// An event cancelled while it waits never runs (the requests' bucket, under the
+	// worker's permissions).
+	emit(exitOK, "preferred-leader", "--cluster", "local", "--topic", "orders", "--partition", "0", "--broker", "0", "--id", "perm-cancelled")
+	emit(exitOK, "cancel", "--cluster", "local", "--id", "perm-cancelled", "--cancel-id", "perm-cancel", "--wait", "--timeout", "60s")
 	emit(exitOK, "resume", "--cluster", "local", "--id", "perm-resume", "--wait", "--timeout", "30s")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		e, stdout, _ := testEnv(emitterVars)
+		run(t.Context(), []string{"result", "--id", "perm-cancelled", "-o", "json"}, e)
+		var res events.Result
+		if json.Unmarshal(stdout.Bytes(), &res) == nil && res.Status != "" {
+			if res.Status != events.StatusCancelled {
+				t.Errorf("the cancelled event's result: %s %q", res.Status, res.Error)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancelled event has no result after the resume")
+		}
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		e, _, _ := testEnv(emitterVars)
 		if run(t.Context(), []string{"result", "--id", "perm-held"}, e) == exitOK {

@@ -61,7 +61,8 @@ Prints the result a worker published for event ID, as kept in stream %s
 
 Exit status:
     0  the result's status is succeeded, noop or planned
-    1  the status is partial, failed, rejected or expired; or reading failed
+    1  the status is partial, failed, rejected, expired or cancelled; or
+       reading failed
     2  usage error
     4  no result stored for the event (not handled yet, unknown id, or aged out)
 

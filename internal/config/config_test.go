@@ -513,6 +513,8 @@ broker_overloaded: {cool_down: -1s, election_batch_size: -1}
       type: nope
     - alertname: Maintenance
       type: cluster-pause
+    - alertname: Stop
+      type: operation-cancel
 `,
 			want: []string{
 				"alertmanager.max_bytes: -1: must not be negative",
@@ -522,6 +524,7 @@ broker_overloaded: {cool_down: -1s, election_batch_size: -1}
 				"alertmanager.rules[0].fields.topics: names no label",
 				`alertmanager.rules[1].type: "nope": want one of broker-overloaded, replica-change-requested, logdir-move-requested`,
 				`alertmanager.rules[2].type: "cluster-pause": want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, partition-offline`,
+				`alertmanager.rules[3].type: "operation-cancel": want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, partition-offline`,
 			},
 		},
 		{
@@ -540,7 +543,7 @@ broker_overloaded: {cool_down: -1s, election_batch_size: -1}
 				`guardrails.protected_topics[3]: "x**": error parsing regexp: invalid nested repetition operator`,
 				"guardrails.max_partitions_per_event: -1: must be 0 (no cap) or more",
 				"guardrails.max_operations_per_hour: -5: must be 0 (no cap) or more",
-				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, partition-offline)",
+				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel, partition-offline)",
 				"guardrails.allowed_sources.broker-overloaded[1]: empty source",
 				"guardrails.allowed_sources.replica-change-requested: lists no source (leave the type out to allow any source)",
 			},

@@ -25,8 +25,8 @@ type Event struct {
 	// Cluster and Type come from the subject (and were checked against the envelope).
 	Cluster string
 	// Payload is *BrokerOverloaded, *ReplicaChange, *LogDirMove, *BrokerFailed,
-	// *BrokerDrain, *BrokerAdded, *PartitionOffline, *ClusterPause or *ClusterResume, by
-	// Type.
+	// *BrokerDrain, *BrokerAdded, *PartitionOffline, *ClusterPause, *ClusterResume or
+	// *OperationCancel, by Type.
 	Payload any
 }
 
@@ -186,6 +186,28 @@ func (p *ClusterPause) UntilTime() time.Time {
 type ClusterResume struct {
 	Cluster string `json:"cluster,omitempty"`
 	Reason  string `json:"reason,omitempty"`
+}
+
+// OperationCancel is the data of an operation-cancel event.
+type OperationCancel struct {
+	Cluster string `json:"cluster,omitempty"`
+	// ID is the id of the event to cancel, an event of the same cluster (running,
+	// waiting, or left in the journal by a worker that is gone).
+	ID     string `json:"id"`
+	Reason string `json:"reason,omitempty"`
+}
+
+func (p *OperationCancel) validate() error {
+	errs := []error{checkReason(p.Reason)}
+	switch {
+	case p.ID == "":
+		errs = append(errs, errors.New("data.id: required: the id of the event to cancel"))
+	default:
+		if err := CheckID(p.ID); err != nil {
+			errs = append(errs, fmt.Errorf("data.id: %s: %w", clip(p.ID), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // MaxPause is how far ahead a cluster-pause's until may be: a pause meant for longer is
@@ -561,6 +583,8 @@ func newPayload(typ string) any {
 		return &ClusterPause{}
 	case TypeClusterResume:
 		return &ClusterResume{}
+	case TypeOperationCancel:
+		return &OperationCancel{}
 	}
 	return nil
 }
@@ -607,6 +631,8 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 		err = p.validate()
 	case *ClusterResume:
 		err = checkReason(p.Reason)
+	case *OperationCancel:
+		err = p.validate()
 	}
 	return payload, err
 }
@@ -732,6 +758,8 @@ func dataCluster(p any) string {
 	case *ClusterPause:
 		return p.Cluster
 	case *ClusterResume:
+		return p.Cluster
+	case *OperationCancel:
 		return p.Cluster
 	}
 	return ""

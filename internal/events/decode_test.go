@@ -618,3 +618,92 @@ func TestClusterPauseResumePayloads(t *testing.T) {
 		t.Errorf("MaxPause = %v, want 30 days (docs/contract.md and the schema say so)", MaxPause)
 	}
 }
+
+// operation-cancel: what it takes, and every problem of what it refuses, each in its
+// words. Its id is an event id, checked as the envelope's id is.
+func TestDecodeOperationCancel(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	const missing = "data.id: required: the id of the event to cancel"
+	const notToken = "not a valid subject token (want letters, digits, '-' or '_')"
+	long := strings.Repeat("i", MaxIDLength+1)
+	for _, tc := range []struct {
+		name, data string
+		want       []string // the rejection's lines; none: accepted
+	}{
+		{"an id", `{"id":"bd-2"}`, nil},
+		{"everything", `{"cluster":"local","id":"bd-2","reason":"wrong broker, drain 4 instead"}`, nil},
+		{"nulls", `{"cluster":null,"id":"bd-2","reason":null}`, nil},
+		{"empty cluster and reason", `{"cluster":"","id":"bd-2","reason":""}`, nil},
+		{"blank reason (optional)", `{"id":"bd-2","reason":"  "}`, nil},
+		{"an id of 128 characters", `{"id":"` + strings.Repeat("i", MaxIDLength) + `"}`, nil},
+		{"an id of letters, digits, - and _", `{"id":"Am-9650cb59630f1ddc_1796119200000000000"}`, nil},
+		{"its own id (refused when handled, not when read)", `{"id":"a1b2"}`, nil},
+		{"no id", `{}`, []string{missing}},
+		{"no id, a reason", `{"reason":"r"}`, []string{missing}},
+		{"null id", `{"id":null}`, []string{missing}},
+		{"empty id", `{"id":""}`, []string{missing}},
+		{"id with a dot", `{"id":"bd.2"}`, []string{`data.id: "bd.2": ` + notToken}},
+		{"id with a space", `{"id":"bd 2"}`, []string{`data.id: "bd 2": ` + notToken}},
+		{"id a wildcard", `{"id":"*"}`, []string{`data.id: "*": ` + notToken}},
+		{"id not ASCII", `{"id":"bd-ü"}`, []string{`data.id: "bd-ü": ` + notToken}},
+		{"id over its limit", `{"id":"` + long + `"}`, []string{`data.id: "` + long[:128] + `"…: 129 characters, over the limit of 128`}},
+		{"id a number", `{"id":2}`, []string{"data.id: want a string, got number"}},
+		{"id a list", `{"id":["bd-2"]}`, []string{"data.id: want a string, got array"}},
+		{"reason with a tab", `{"id":"bd-2","reason":"a\tb"}`, []string{"data.reason: a control character (U+0009) at byte 1"}},
+		{"bad id and bad reason", `{"id":"a b","reason":"a\nb"}`, []string{"data.reason: a control character (U+000A) at byte 1", `data.id: "a b": ` + notToken}},
+		{"dry_run", `{"id":"bd-2","dry_run":true}`, []string{`data: unknown field "dry_run"`}},
+		{"unknown field", `{"id":"bd-2","event":"bd-3"}`, []string{`data: unknown field "event"`}},
+		{"field in another case", `{"ID":"bd-2"}`, []string{`data: unknown field "ID" (field names are case-sensitive: "id")`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev, err := Decode(Subject("local", tOC), nil, []byte(mkEvent(tOC, tc.data)), opts)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, ok := ev.Payload.(*OperationCancel); !ok {
+					t.Errorf("payload %T", ev.Payload)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Decode takes %s", tc.data)
+			}
+			var rej *Rejection
+			if !errors.As(err, &rej) || rej.ID != "a1b2" || rej.Type != tOC || rej.Cluster != "local" {
+				t.Errorf("rejection %#v, want one naming event a1b2 of type %s of cluster local", rej, tOC)
+			}
+			if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, tc.want) {
+				t.Errorf("rejection:\n%s\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// The payload of operation-cancel reads back as sent: ID, Reason, data.cluster; it is no
+// dry run, and a control event.
+func TestOperationCancelPayload(t *testing.T) {
+	opts := DecodeOptions{Clusters: []string{"local"}}
+	ev, err := Decode(Subject("local", tOC), nil, []byte(mkEvent(tOC, `{"cluster":"local","id":"bd-2","reason":"wrong broker"}`)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oc := ev.Payload.(*OperationCancel); oc.ID != "bd-2" || oc.Reason != "wrong broker" || ev.DryRun() || dataCluster(oc) != "local" {
+		t.Errorf("operation-cancel: %+v", oc)
+	}
+	// In binary mode too: the body is the data.
+	ev, err = Decode(Subject("local", tOC), binaryHeader(tOC), []byte(`{"id":"bd-2"}`), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oc := ev.Payload.(*OperationCancel); oc.ID != "bd-2" || oc.Reason != "" || dataCluster(oc) != "" {
+		t.Errorf("operation-cancel in binary mode: %+v", oc)
+	}
+	if _, err := Decode(Subject("local", tOC), nil, []byte(mkEvent(tOC, `{"cluster":"kraft","id":"bd-2"}`)), opts); err == nil ||
+		!strings.Contains(err.Error(), `data.cluster: "kraft" does not match the subject's cluster "local"`) {
+		t.Errorf("data.cluster of another cluster: %v", err)
+	}
+	if !ControlType(TypeOperationCancel) {
+		t.Error("operation-cancel is not a control type")
+	}
+}

@@ -43,8 +43,9 @@ const (
 	// Control events: they change how the fleet treats a cluster's other events, and are
 	// taken by a consumer of their own (pipeline.ControlTypes), ahead of the events that
 	// wait in the cluster's queue.
-	TypeClusterPause  = "cluster-pause"
-	TypeClusterResume = "cluster-resume"
+	TypeClusterPause    = "cluster-pause"
+	TypeClusterResume   = "cluster-resume"
+	TypeOperationCancel = "operation-cancel"
 )
 
 // TypeInfo describes one event type.
@@ -64,13 +65,16 @@ func Types() []TypeInfo {
 		{TypeBrokerAdded, "move onto new or empty brokers the fewest replicas and leaders that even out the cluster"},
 		{TypeClusterPause, "switch the automation off for a cluster: its events wait in order, not run (dry runs are still answered), until cluster-resume or data.until; an operation in flight finishes"},
 		{TypeClusterResume, "switch the automation back on for a paused cluster: its waiting events run in publish order"},
+		{TypeOperationCancel, "cancel an event: one waiting never runs; one running stops within seconds, copies in flight cancelled, what is not finished back as before, throttles put back (result cancelled)"},
 		{TypePartitionOffline, "elect a leader for partitions that have none: a clean election where an in-sync replica is alive; unclean only when allowed (refused otherwise, naming the last in-sync replicas and the live candidates with their log end offsets)"},
 	}
 }
 
 // ControlTypes are the types of the control events: a consumer of their own takes them
 // for each cluster, so that they are not queued behind the cluster's other events.
-func ControlTypes() []string { return []string{TypeClusterPause, TypeClusterResume} }
+func ControlTypes() []string {
+	return []string{TypeClusterPause, TypeClusterResume, TypeOperationCancel}
+}
 
 // ControlType reports whether typ is one of [ControlTypes].
 func ControlType(typ string) bool { return slices.Contains(ControlTypes(), typ) }

@@ -3,6 +3,7 @@ package events
 import (
 	"encoding/json"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -156,7 +157,7 @@ func TestValidToken(t *testing.T) {
 
 func TestTypes(t *testing.T) {
 	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested", "broker-failed", "broker-drain", "broker-added",
-		"cluster-pause", "cluster-resume", "partition-offline"}
+		"cluster-pause", "cluster-resume", "operation-cancel", "partition-offline"}
 	types := Types()
 	if len(types) != len(want) {
 		t.Fatalf("Types() has %d entries, want %d", len(types), len(want))
@@ -171,6 +172,23 @@ func TestTypes(t *testing.T) {
 	}
 	if KnownType("foo") {
 		t.Error(`KnownType("foo") = true`)
+	}
+}
+
+// The control events, taken by a consumer of their own ahead of the cluster's queue: the
+// contract, the configuration's allowed_sources and the alert rules say which they are.
+func TestControlTypes(t *testing.T) {
+	want := []string{"cluster-pause", "cluster-resume", "operation-cancel"}
+	if got := ControlTypes(); !slices.Equal(got, want) {
+		t.Errorf("ControlTypes() = %v, want %v", got, want)
+	}
+	for _, ti := range Types() {
+		if got := ControlType(ti.Name); got != slices.Contains(want, ti.Name) {
+			t.Errorf("ControlType(%q) = %v", ti.Name, got)
+		}
+	}
+	if ControlType("foo") {
+		t.Error(`ControlType("foo") = true`)
 	}
 }
 
@@ -219,6 +237,11 @@ func TestDataField(t *testing.T) {
 		{TypeClusterPause, "dry_run", "", false},
 		{TypeClusterResume, "reason", "string", true},
 		{TypeClusterResume, "until", "", false},
+		{TypeOperationCancel, "id", "string", true},
+		{TypeOperationCancel, "reason", "string", true},
+		{TypeOperationCancel, "cluster", "string", true},
+		{TypeOperationCancel, "dry_run", "", false},
+		{TypeOperationCancel, "event", "", false},
 		{"no-such-type", "broker", "", false},
 	} {
 		got, ok := DataField(tc.typ, tc.field)

@@ -36,4 +36,8 @@ const (
 	// value = the JSON pause {"cluster","reason","by","event","since","until"}; no key: the
 	// cluster is not paused.
 	PausesBucket = "KAFKAMENDER_PAUSES"
+	// CancelsBucket holds the requests to cancel events (operation-cancel, package cancel):
+	// key = <cluster>.<event id>, value = the JSON request {"cluster","event","by",
+	// "cancel_event","reason","at"}, kept 7 days.
+	CancelsBucket = "KAFKAMENDER_CANCELS"
 )

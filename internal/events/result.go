@@ -41,7 +41,11 @@ const (
 	StatusPartial   Status = "partial"   // some partitions skipped, with reasons
 	StatusRejected  Status = "rejected"  // invalid request; nothing changed
 	StatusExpired   Status = "expired"   // expiresat passed before it ran
-	StatusFailed    Status = "failed"    // attempted; error says what, changes what was done
+	// StatusCancelled: an operation-cancel stopped it: before it ran (nothing changed), or
+	// while it ran (what was finished keeps its new state, listed in changes; the rest went
+	// back to its state before the event; throttles put back).
+	StatusCancelled Status = "cancelled"
+	StatusFailed    Status = "failed" // attempted; error says what, changes what was done
 )
 
 // OK reports whether the status means the request holds now (for the emitter's exit code).

@@ -884,6 +884,7 @@ const (
 	tPO = TypePartitionOffline
 	tCP = TypeClusterPause
 	tCR = TypeClusterResume
+	tOC = TypeOperationCancel
 )
 
 // schemaCase is an event and its type (the subject's).
@@ -1241,6 +1242,29 @@ var invalidEvents = []schemaCase{
 	{"cr: cluster not a token", tCR, mkEvent(tCR, `{"cluster":"a.b"}`)},
 	{"cr: data null", tCR, mkEvent(tCR, `null`)},
 	{"cr: data a list", tCR, mkEvent(tCR, `[]`)},
+
+	// operation-cancel data.
+	{"oc: no id", tOC, mkEvent(tOC, `{}`)},
+	{"oc: no id, a reason", tOC, mkEvent(tOC, `{"reason":"r"}`)},
+	{"oc: null id", tOC, mkEvent(tOC, `{"id":null}`)},
+	{"oc: empty id", tOC, mkEvent(tOC, `{"id":""}`)},
+	{"oc: id with a dot", tOC, mkEvent(tOC, `{"id":"bd.2"}`)},
+	{"oc: id with a space", tOC, mkEvent(tOC, `{"id":"bd 2"}`)},
+	{"oc: id with a trailing newline", tOC, mkEvent(tOC, `{"id":"bd-2\n"}`)},
+	{"oc: id a wildcard", tOC, mkEvent(tOC, `{"id":">"}`)},
+	{"oc: id not ASCII", tOC, mkEvent(tOC, `{"id":"bd-\u00fc"}`)},
+	{"oc: id over 128 characters", tOC, mkEvent(tOC, `{"id":"`+strings.Repeat("i", MaxIDLength+1)+`"}`)},
+	{"oc: id a number", tOC, mkEvent(tOC, `{"id":2}`)},
+	{"oc: id a list", tOC, mkEvent(tOC, `{"id":["bd-2"]}`)},
+	{"oc: reason with a tab", tOC, mkEvent(tOC, `{"id":"bd-2","reason":"a\tb"}`)},
+	{"oc: reason over 1024 characters", tOC, mkEvent(tOC, `{"id":"bd-2","reason":"`+strings.Repeat("r", MaxTextLength+1)+`"}`)},
+	{"oc: reason a number", tOC, mkEvent(tOC, `{"id":"bd-2","reason":1}`)},
+	{"oc: dry_run", tOC, mkEvent(tOC, `{"id":"bd-2","dry_run":true}`)},
+	{"oc: unknown field", tOC, mkEvent(tOC, `{"id":"bd-2","event":"bd-3"}`)},
+	{"oc: field in another case", tOC, mkEvent(tOC, `{"ID":"bd-2"}`)},
+	{"oc: cluster not a token", tOC, mkEvent(tOC, `{"id":"bd-2","cluster":"a.b"}`)},
+	{"oc: data null", tOC, mkEvent(tOC, `null`)},
+	{"oc: data a list", tOC, mkEvent(tOC, `[]`)},
 }
 
 // validEvents are events the decoder takes, at the edges of what it takes: the schemas must
@@ -1365,6 +1389,14 @@ var validEvents = []schemaCase{
 	{"cr: nulls", tCR, mkEvent(tCR, `{"cluster":null,"reason":null}`)},
 	{"cr: empty reason", tCR, mkEvent(tCR, `{"reason":""}`)},
 	{"cr: blank reason", tCR, mkEvent(tCR, `{"reason":"  "}`)},
+	{"oc: an id", tOC, mkEvent(tOC, `{"id":"bd-2"}`)},
+	{"oc: everything", tOC, mkEvent(tOC, `{"cluster":"local","id":"bd-2","reason":"wrong broker, drain 4 instead"}`)},
+	{"oc: nulls", tOC, mkEvent(tOC, `{"cluster":null,"id":"bd-2","reason":null}`)},
+	{"oc: empty cluster and reason", tOC, mkEvent(tOC, `{"cluster":"","id":"bd-2","reason":""}`)},
+	{"oc: blank reason", tOC, mkEvent(tOC, `{"id":"bd-2","reason":"  "}`)},
+	{"oc: id of 128 characters", tOC, mkEvent(tOC, `{"id":"`+strings.Repeat("i", MaxIDLength)+`"}`)},
+	{"oc: id of one character", tOC, mkEvent(tOC, `{"id":"_"}`)},
+	{"oc: its own id (refused when handled, not when read)", tOC, mkEvent(tOC, `{"id":"a1b2"}`)},
 }
 
 // brokerList is n distinct broker ids, comma-separated.
@@ -1560,6 +1592,9 @@ func FuzzSchemaAndDecoderAgree(f *testing.F) {
 	f.Add(typeIndex(tCR), []byte(mkEvent(tCR, `{}`)), uint8(2), "until", []byte(`null`), false)
 	f.Add(typeIndex(tCP), []byte(mkEvent(tCP, `{"reason":"r"}`)), uint8(2), "until", []byte(`"2026-12-04t18:00:00z"`), false)
 	f.Add(typeIndex(tCP), []byte(mkEvent(tCP, `{"reason":"r"}`)), uint8(2), "until", []byte(`"2026-12-04T9:00:00Z"`), true)
+	f.Add(typeIndex(tOC), []byte(mkEvent(tOC, `{"id":"bd-2"}`)), uint8(2), "id", []byte(`"bd.2"`), false)
+	f.Add(typeIndex(tOC), []byte(mkEvent(tOC, `{"id":"bd-2"}`)), uint8(2), "id", []byte(`null`), true)
+	f.Add(typeIndex(tOC), []byte(mkEvent(tOC, `{"reason":"r"}`)), uint8(2), "id", []byte(`"`+strings.Repeat("i", MaxIDLength)+`"`), false)
 
 	f.Fuzz(func(t *testing.T, typ uint8, body []byte, where uint8, name string, value []byte, binary bool) {
 		ti := types[int(typ)%len(types)].Name

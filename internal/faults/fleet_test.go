@@ -344,8 +344,8 @@ func TestOutagesLoseNoEvent(t *testing.T) {
 	ktopic := f.kraft.topic("outage", [][]int32{{1, 2, 3}}, 0, nil)
 	a.waitReadyz(http.StatusOK, time.Minute)
 	consumers := f.consumers()
-	if len(consumers) != 2 {
-		t.Fatalf("consumers %v; want one per cluster", consumers)
+	if len(consumers) != 4 {
+		t.Fatalf("consumers %v; want two per cluster (its events, its control events)", consumers)
 	}
 
 	// An event held in the stream (its lock's ZooKeeper is unreachable) while NATS is down.

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kafkamender/kafkamender/internal/cancel"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
@@ -195,7 +196,9 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := h.Engine(operation.Config{Journal: journal.New(js), Results: pipeline.ResultsOn(js), Logger: log, Hook: f.hook})
+	cancels := cancel.New(js)
+	eng, err := h.Engine(operation.Config{Journal: journal.New(js), Results: pipeline.ResultsOn(js), Logger: log, Hook: f.hook,
+		Cancels: cancels})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +206,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	for _, typ := range h.Types() {
 		hs[typ] = eng
 	}
+	hs[events.TypeOperationCancel] = &cancel.Handler{Store: cancels, Results: pipeline.ResultsOn(js), Guard: h, Logger: log, Wait: 3 * time.Second}
 	pl, err := pipeline.New(nc, hs, pipeline.Config{
 		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},

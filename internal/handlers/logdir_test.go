@@ -375,19 +375,9 @@ func sameStr(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil |
 // replica stays where it was, no future replica left), the throttle is restored, and the
 // result says what finished.
 func TestLogDirMoveTimeout(t *testing.T) {
-	env := testenv.Get(t)
-	env.LockBrokerThrottles(t)
-	f := newFleet(t, env, "local")
-	f.start("worker-1")
-	adm := env.Admin(t, "local")
-	dirs := env.TwoLogDirs(t, "local", 1)
-	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	topic := testenv.Name(t, "ldt")
-	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)
-	testenv.Produce(t, cl, topic, 1, 100, 50_000)
+	f, adm, topic, cur, other := slowLogDirMove(t, "ldt")
 	tp := topic + "-0"
-	cur := placement(t, adm, 1)[tp]
-	other := testenv.OtherLogDir(dirs, cur)
+	env := f.env
 	res := f.run(f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"topic": topic, "partition": 0, "to_dir": other,
 		"throttle_bytes_per_sec": 50_000, "timeout": "5s"})))
 	if res.Status != events.StatusFailed || !strings.Contains(res.Error, "timeout after 5s") || !strings.Contains(res.Error, "cancelled 1 unfinished moves") {
@@ -404,6 +394,25 @@ func TestLogDirMoveTimeout(t *testing.T) {
 		t.Errorf("copy throttle %q left behind", *got)
 	}
 	countRecords(t, env, "local", topic, 1, 100)
+}
+
+// slowLogDirMove starts a worker on local and makes a topic whose replica on broker 1 holds
+// 5 MB, to move slowly: it returns the fleet, an admin client, the topic, the replica's
+// directory and the other one.
+func slowLogDirMove(t *testing.T, prefix string) (f *fleet, adm *kadm.Client, topic, cur, other string) {
+	t.Helper()
+	env := testenv.Get(t)
+	env.LockBrokerThrottles(t)
+	f = newFleet(t, env, "local")
+	f.start("worker-1")
+	adm = env.Admin(t, "local")
+	dirs := env.TwoLogDirs(t, "local", 1)
+	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	topic = testenv.Name(t, prefix)
+	testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}}, nil)
+	testenv.Produce(t, cl, topic, 1, 100, 50_000)
+	cur = placement(t, adm, 1)[topic+"-0"]
+	return f, adm, topic, cur, testenv.OtherLogDir(dirs, cur)
 }
 
 // A log directory that went offline (its disk failed: here the directory is removed under

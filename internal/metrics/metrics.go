@@ -66,7 +66,7 @@ const (
 // Statuses lists every final result status.
 func Statuses() []events.Status {
 	return []events.Status{events.StatusSucceeded, events.StatusPartial, events.StatusNoop, events.StatusPlanned,
-		events.StatusFailed, events.StatusRejected, events.StatusExpired}
+		events.StatusFailed, events.StatusRejected, events.StatusExpired, events.StatusCancelled}
 }
 
 // Options are the label values known at start-up, whose series exist from the start.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -54,6 +55,10 @@ type Config struct {
 	// Absorber, when set, answers the events that follow one of a cluster in bulk (an
 	// alert storm): the engine is the pipeline's Absorber through it.
 	Absorber pipeline.Absorber
+	// Cancels, when set, says which events are cancelled (see cancel.go); CancelPoll is
+	// how often a running operation asks (default DefaultCancelPoll).
+	Cancels    Cancels
+	CancelPoll time.Duration
 }
 
 // Engine carries out events' operations, one at a time per cluster (see the package doc).
@@ -99,6 +104,9 @@ func New(cfg Config) (*Engine, error) {
 	}
 	if cfg.Hook == nil {
 		cfg.Hook = func(string) {}
+	}
+	if cfg.CancelPoll <= 0 {
+		cfg.CancelPoll = DefaultCancelPoll
 	}
 	return &Engine{cfg: cfg, log: cfg.Logger}, nil
 }
@@ -450,6 +458,11 @@ func (e *Engine) decode(rec *journal.Record, log *zap.Logger) (*events.Event, bo
 func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal.Record, pre Prefetch, log *zap.Logger) (*events.Result, error) {
 	ev := d.Event()
 	ctx := s.ctx
+	if why := e.cancelled(ctx, ev); why != "" {
+		res.Status, res.Error = events.StatusCancelled, "cancelled before it ran, nothing changed: "+why
+		log.Info("event cancelled before it ran", zap.String("why", why))
+		return res, nil
+	}
 	if err := e.cfg.Guard.Refuses(ev); err != nil {
 		return answer(res, err)
 	}
@@ -483,7 +496,7 @@ func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal
 		}
 		return answer(res, err)
 	}
-	return e.complete(r, t, t.Apply(ctx, r))
+	return e.complete(r, t, e.applyCancellable(ctx, r, t))
 }
 
 // begin journals a fresh operation: from here on it can be finished or rolled back by
@@ -535,6 +548,12 @@ func (e *Engine) carry(s *session, d Delivery, rec *journal.Record, act Action, 
 	if act == Resume || act == Verify {
 		res.Status, res.Error = "", ""
 	}
+	if act == Resume {
+		if c := e.cancelled(ctx, ev); c != "" {
+			log.Warn("the journaled operation is cancelled: rolling it back instead of carrying it on", zap.String("why", c))
+			act, why, res.Status = RollBack, (&cancelledError{why: c}).Error(), events.StatusCancelled
+		}
+	}
 	op, err := e.cfg.Journal.TakeOver(ctx, s.alive, rec, d.Worker(), d.Attempt())
 	if err != nil {
 		return res, err
@@ -545,7 +564,7 @@ func (e *Engine) carry(s *session, d Delivery, rec *journal.Record, act Action, 
 	r := &Run{Event: ev, Result: res, Op: op, Log: log, lease: s.lease, ctx: ctx, deliv: d, hook: e.cfg.Hook, final: d.LastAttempt()}
 	switch act {
 	case Resume:
-		return e.complete(r, t, t.Apply(ctx, r))
+		return e.complete(r, t, e.applyCancellable(ctx, r, t))
 	case Verify:
 		return e.complete(r, t, nil)
 	case RollBack:
@@ -625,8 +644,11 @@ func (e *Engine) failed(r *Run, t Task, err error) (*events.Result, error) {
 	if f.Failed == FailedTransient {
 		why = fmt.Sprintf("gave up after %d attempts: %v", r.Op.Entry.Attempt, err)
 	}
-	if IsRejection(err) {
+	switch {
+	case IsRejection(err):
 		r.Result.Status = events.StatusRejected
+	case IsCancelled(err):
+		r.Result.Status = events.StatusCancelled
 	}
 	return e.rollBack(r, t, why)
 }
@@ -635,7 +657,7 @@ func (e *Engine) failed(r *Run, t Task, err error) (*events.Result, error) {
 // (why, and what the rollback did) with the changes that remain.
 func (e *Engine) rollBack(r *Run, t Task, why string) (*events.Result, error) {
 	res := r.Result
-	if res.Status != events.StatusRejected {
+	if res.Status != events.StatusRejected && res.Status != events.StatusCancelled {
 		res.Status = events.StatusFailed
 	}
 	ctx, cancel := r.Cleanup()
@@ -652,7 +674,46 @@ func (e *Engine) rollBack(r *Run, t Task, why string) (*events.Result, error) {
 		closeIt = false
 	}
 	res.Error = joinNotes(why, summary)
+	if res.Status == events.StatusCancelled {
+		res.AddNote(cancelledNote(r.Entry().Changes, res.Changes))
+	}
 	return e.publish(r, t, closeIt)
+}
+
+// cancelledNote says each planned partition's end state after a cancel: those that keep
+// their change (listed in the result's changes) and those back as before the event.
+func cancelledNote(planned, remaining []events.Change) string {
+	kept := map[string]bool{}
+	for _, c := range remaining {
+		kept[changeKey(c)] = true
+	}
+	var back []string
+	for _, c := range planned {
+		if !kept[changeKey(c)] {
+			back = append(back, c.TopicPartition.String())
+		}
+	}
+	switch {
+	case len(back) == 0:
+		return fmt.Sprintf("cancelled after every planned change was made: the %d in changes keep their new state", len(remaining))
+	case len(remaining) == 0:
+		return fmt.Sprintf("cancelled: every planned partition (%d) is as before the event", len(back))
+	}
+	const most = 50
+	list := strings.Join(back[:min(len(back), most)], ", ")
+	if len(back) > most {
+		list += fmt.Sprintf(" and %d more", len(back)-most)
+	}
+	return fmt.Sprintf("cancelled: %d finished partitions keep their new state (changes); %d are as before the event: %s", len(remaining), len(back), list)
+}
+
+// changeKey names a change's partition (and broker, for a log-dir move).
+func changeKey(c events.Change) string {
+	k := c.TopicPartition.String()
+	if c.Broker != nil {
+		k += fmt.Sprintf("@%d", *c.Broker)
+	}
+	return k
 }
 
 // undo rolls r's operation back, the step recorded first.

@@ -443,6 +443,27 @@ func (g *fakeGuard) Count(_ context.Context, alive func() error, ev *events.Even
 	return nil
 }
 
+// fakeCancels holds the requests to cancel events (operation-cancel), by event id.
+type fakeCancels struct {
+	mu  sync.Mutex
+	why map[string]string
+}
+
+func (f *fakeCancels) cancel(id, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.why == nil {
+		f.why = map[string]string{}
+	}
+	f.why[id] = why
+}
+
+func (f *fakeCancels) Cancelled(_ context.Context, _, id string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.why[id], nil
+}
+
 // rig is an engine on fakes: the cluster, the journal in memory, results, locks.
 type rig struct {
 	t       *testing.T
@@ -454,6 +475,7 @@ type rig struct {
 	results *operationtest.Results
 	locks   *operationtest.Locker
 	guard   *fakeGuard
+	cancels *fakeCancels
 	hook    func(string) // the hook of the next run; reset after each
 	mu      sync.Mutex
 	engine  *operation.Engine
@@ -465,10 +487,10 @@ func newRig(t *testing.T, partitions int) *rig {
 	t.Helper()
 	store, mem := journal.NewMemory()
 	r := &rig{t: t, c: newFakeCluster(partitions), faults: &faults{}, journal: store, mem: mem,
-		results: operationtest.NewResults(), locks: operationtest.NewLocker(), guard: &fakeGuard{}}
+		results: operationtest.NewResults(), locks: operationtest.NewLocker(), guard: &fakeGuard{}, cancels: &fakeCancels{}}
 	r.tasks = &fakeTasks{c: r.c, faults: r.faults}
 	e, err := operation.New(operation.Config{Clusters: []string{cluster}, Tasks: r.tasks, Journal: store, Results: r.results, Locks: r.locks, Guard: r.guard,
-		Logger: zaptest.NewLogger(t), Hook: func(step string) {
+		Cancels: r.cancels, CancelPoll: 5 * time.Millisecond, Logger: zaptest.NewLogger(t), Hook: func(step string) {
 			r.mu.Lock()
 			h := r.hook
 			r.mu.Unlock()

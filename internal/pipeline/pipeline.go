@@ -430,7 +430,9 @@ func (p *Pipeline) loop(ctx context.Context, cluster string, cons jetstream.Cons
 	}
 	var lastScan time.Time
 	for ctx.Err() == nil {
-		if !p.canServe(cluster) {
+		// Control events need nothing of the cluster (a pause or a cancel is written to
+		// NATS): they are taken while the cluster, or its lock, is down.
+		if !control && !p.canServe(cluster) {
 			sleep(ctx, canServePoll)
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/cancel"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/handlers"
@@ -99,7 +100,9 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	if err != nil {
 		return nil, err
 	}
+	cancels := cancel.New(js)
 	eng, err := h.Engine(operation.Config{
+		Cancels: cancels,
 		Journal: journal.New(js),
 		Results: pipeline.ResultsOn(js),
 		Logger:  w.logger.Named("operation"),
@@ -116,6 +119,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	pauses := pause.New(js)
 	ph := &pause.Handler{Store: pauses, Guard: h, Logger: w.logger.Named("pause")}
 	hs[events.TypeClusterPause], hs[events.TypeClusterResume] = ph, ph
+	hs[events.TypeOperationCancel] = &cancel.Handler{Store: cancels, Results: pipeline.ResultsOn(js), Guard: h, Logger: w.logger.Named("cancel")}
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
 		Worker:          cfg.Worker.ID,
 		Clusters:        cfg.ClusterNames(),

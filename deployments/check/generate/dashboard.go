@@ -194,8 +194,8 @@ func NewDashboard() Dashboard {
 	l.row("Events")
 	l.add(timeseries("Events by type and status", "Final results stored, per second.", "ops",
 		q(`sum by (type, status) (rate(kafkamender_events_total{`+inst+`}[$__rate_interval]))`, "{{type}} {{status}}")), 12, 8)
-	l.add(timeseries("Failed, rejected and expired events", "Events that did not get what they asked for, per interval; each result says why.", "short",
-		q(`sum by (type, status) (increase(kafkamender_events_total{status=~"failed|rejected|expired", `+inst+`}[$__rate_interval]))`, "{{type}} {{status}}")), 12, 8)
+	l.add(timeseries("Failed, rejected, expired and cancelled events", "Events that did not get what they asked for, per interval (cancelled: stopped by an operation-cancel); each result says why.", "short",
+		q(`sum by (type, status) (increase(kafkamender_events_total{status=~"failed|rejected|expired|cancelled", `+inst+`}[$__rate_interval]))`, "{{type}} {{status}}")), 12, 8)
 	l.add(timeseries("Event duration", "From the start of handling to the stored result, quantiles by event type.", "s",
 		quantiles("kafkamender_event_duration_seconds_bucket", "type", inst)...), 12, 8)
 	l.add(timeseries("Operation duration", "Operations under the cluster lock (lock, plan, change, verify), quantiles by event type.", "s",
