@@ -90,11 +90,12 @@ func run(ctx context.Context, args []string, e env) int {
 		"pause":              runPause,
 		"resume":             runResume,
 		"cancel":             runCancel,
+		"status":             runStatus,
 		"result":             runResult,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "result":
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "status", "result":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -144,6 +145,7 @@ Usage:
     emitter pause --cluster CLUSTER --reason WORDS [--until TIME] [flags]
     emitter resume --cluster CLUSTER [flags]
     emitter cancel --cluster CLUSTER --id EVENT-ID [flags]
+    emitter status [--cluster CLUSTER] [flags]
     emitter result --id ID [flags]
     emitter help [COMMAND]
     emitter --version
@@ -191,6 +193,8 @@ Commands:
     cancel            cancel an event (an operation-cancel event): one waiting
                       never runs; one running stops, what is not finished goes
                       back as before, throttles put back (result cancelled)
+    status            per cluster: paused or not, the lock, the operation in
+                      flight, the events waiting
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

@@ -419,7 +419,21 @@ func pauseWorld(t *testing.T, addr string, emitterVars map[string]string) {
 	if m := body("/metrics"); !strings.Contains(m, `kafkamender_cluster_paused{cluster="local"} 1`) {
 		t.Errorf("metrics do not show the pause")
 	}
-	e, stdout, _ := testEnv(emitterVars)
+	// emitter status, with the emitter's read-only permissions.
+	e, stdout, stderr := testEnv(emitterVars)
+	if code := run(t.Context(), []string{"status", "--cluster", "local", "-o", "json"}, e); code != exitOK {
+		t.Fatalf("emitter status: exit %d\n%s", code, stderr)
+	}
+	var st []clusterStatus
+	if err := json.Unmarshal(stdout.Bytes(), &st); err != nil || len(st) != 1 || st[0].Paused == nil || st[0].Paused.Reason != "permissions test" ||
+		st[0].Out != 1 || st[0].InFlight != nil || !strings.HasPrefix(st[0].Lock.Location, "nats kv ") {
+		t.Errorf("emitter status of the paused cluster (%v): %s", err, stdout)
+	}
+	e, stdout, stderr = testEnv(emitterVars)
+	if code := run(t.Context(), []string{"status"}, e); code != exitOK || !strings.Contains(stdout.String(), "cluster local\n  paused:     yes: cluster local paused by") {
+		t.Errorf("emitter status: exit %d\n%s%s", code, stdout, stderr)
+	}
+	e, stdout, _ = testEnv(emitterVars)
 	if code := run(t.Context(), []string{"result", "--id", "perm-held"}, e); code == exitOK {
 		t.Fatalf("the held event has a result while paused:\n%s", stdout)
 	}

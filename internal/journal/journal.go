@@ -54,6 +54,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/plan"
 	"github.com/kafkamender/kafkamender/internal/retry"
@@ -174,6 +175,13 @@ type Store struct{ kv kv }
 // New returns the journal in the JetStream key-value bucket Bucket, bound (and created
 // when missing) on first use, so that a worker starts while NATS is still unreachable.
 func New(js jetstream.JetStream) *Store { return newStore(newNatsKV(js)) }
+
+// NewReader returns the journal for reading only (Get, List): the bucket is bound if it
+// exists, never created or changed; a missing bucket is an error that wraps
+// jetstream.ErrBucketNotFound.
+func NewReader(js jetstream.JetStream) *Store {
+	return newStore(newNatsKV(js, kvbucket.Existing()))
+}
 
 func newStore(kv kv) *Store { return &Store{kv: &chunked{kv: kv}} }
 

@@ -51,14 +51,14 @@ type natsKV struct {
 
 var _ kv = (*natsKV)(nil)
 
-func newNatsKV(js jetstream.JetStream) *natsKV {
+func newNatsKV(js jetstream.JetStream, opts ...kvbucket.Option) *natsKV {
 	return &natsKV{js: js, bucket: kvbucket.New(js, jetstream.KeyValueConfig{
 		Bucket:      Bucket,
 		Description: "kafkamender operation journal: the operation in hand on each Kafka cluster",
 		History:     16,
 		Storage:     jetstream.FileStorage,
 		MaxBytes:    512 << 20, // full: a write fails (the operation waits), never an entry dropped
-	})}
+	}, opts...)}
 }
 
 // kv is the bucket and its stream, KV_<Bucket>, bound on first use.

@@ -22,6 +22,7 @@ type Bucket struct {
 	js     jetstream.JetStream
 	config jetstream.KeyValueConfig
 	keep   bool
+	only   bool // Existing
 	check  func(context.Context, jetstream.KeyValue) error
 
 	mu     sync.Mutex
@@ -37,6 +38,11 @@ type Option func(*Bucket)
 // fleet must agree on rather than impose (a worker configured otherwise would change it
 // under the others).
 func KeepExisting() Option { return func(b *Bucket) { b.keep = true } }
+
+// Existing binds the bucket only if it exists, never creating or changing it: for readers
+// (the emitter's status) whose permissions allow no more. A missing bucket is an error
+// that wraps jetstream.ErrBucketNotFound.
+func Existing() Option { return func(b *Bucket) { b.only = true } }
 
 // Check runs f on the bucket each time it is bound, before anything uses it: an error of f
 // is returned as it is (not marked transient), and the next call binds again.
@@ -104,7 +110,10 @@ func (b *Bucket) bind(ctx context.Context) (jetstream.KeyValue, error) {
 		kv  jetstream.KeyValue
 		err error
 	)
-	if b.keep {
+	switch {
+	case b.only:
+		kv, err = b.js.KeyValue(ctx, b.config.Bucket)
+	case b.keep:
 		kv, err = b.js.KeyValue(ctx, b.config.Bucket)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			kv, err = b.js.CreateKeyValue(ctx, b.config)
@@ -112,7 +121,7 @@ func (b *Bucket) bind(ctx context.Context) (jetstream.KeyValue, error) {
 				kv, err = b.js.KeyValue(ctx, b.config.Bucket)
 			}
 		}
-	} else {
+	default:
 		kv, err = b.js.CreateOrUpdateKeyValue(ctx, b.config)
 	}
 	if err != nil {

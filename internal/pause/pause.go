@@ -54,15 +54,16 @@ type Store struct {
 	now    func() time.Time
 }
 
-// New returns the pauses of the fleet on js; the bucket is created on first use.
-func New(js jetstream.JetStream) *Store {
+// New returns the pauses of the fleet on js; the bucket is created on first use (with
+// kvbucket.Existing: only read if it exists).
+func New(js jetstream.JetStream, opts ...kvbucket.Option) *Store {
 	return &Store{now: time.Now, bucket: kvbucket.New(js, jetstream.KeyValueConfig{
 		Bucket:      events.PausesBucket,
 		Description: "kafkamender: paused clusters (cluster-pause), key = cluster",
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		MaxBytes:    8 << 20, // full: a pause fails and says so, nothing dropped
-	})}
+	}, opts...)}
 }
 
 // Get returns cluster's pause, nil when it is not paused (no key, or its Until passed).
