@@ -85,6 +85,7 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(f.wait, "wait", false, "wait for the result and print it; progress goes to stderr")
 	fs.DurationVar(f.timeout, "timeout", timeout, "with --wait, give up waiting after `duration` (connecting and publishing included)")
 	fs.StringVar(f.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
+	fs.StringVar(f.output, "output", outputTable, "same as -o")
 	idFlag := f.idFlag
 	if idFlag == "" {
 		idFlag = "id"

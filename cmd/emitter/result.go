@@ -28,6 +28,7 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 	fs.SetOutput(io.Discard)
 	fs.StringVar(&o.id, "id", "", "the event `id` (required)")
 	fs.StringVar(&o.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
+	fs.StringVar(&o.output, "output", outputTable, "same as -o")
 	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
 	if err := parseCommandLine(fs, args, e, printResultUsage); err != nil {

@@ -40,6 +40,7 @@ func parseStatusFlags(args []string, e env) (statusOptions, error) {
 	fs.StringVar(&o.cluster, "cluster", "", "only this `cluster` (default: every cluster the fleet has a consumer for)")
 	fs.StringVar(&o.consumer, "consumer", pipeline.DefaultConsumer, "the fleet's `name` (its nats.consumer): its consumers are NAME_<cluster>")
 	fs.StringVar(&o.output, "o", outputTable, "`format`: table or json")
+	fs.StringVar(&o.output, "output", outputTable, "same as -o")
 	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
 	if err := parseCommandLine(fs, args, e, printStatusUsage); err != nil {

@@ -49,5 +49,6 @@ func TestStatusUsageErrors(t *testing.T) {
 		{"bad cluster", []string{"status", "--cluster", "a b"}, []string{`--cluster "a b"`}},
 		{"bad consumer", []string{"status", "--consumer", "a.b"}, []string{`--consumer "a.b": not a consumer name`}},
 		{"bad output", []string{"status", "-o", "yaml"}, []string{`-o "yaml": unknown output format`}},
+		{"bad long output", []string{"status", "--output", "yaml"}, []string{`-o "yaml": unknown output format`}},
 	})
 }

@@ -63,7 +63,7 @@ func logdirCommand(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, logdirUsage)
+		fmt.Fprint(stdout, logdirUsage)
 		return exitOK
 	case "inspect":
 		return logdirInspect(args[1:], stdout, stderr)
@@ -114,7 +114,7 @@ Exit status: 0, 1 when a dir cannot be read, 2 usage error, 3 inconsistencies
 found with --strict.
 `)
 	}
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	if len(dirs) == 0 {
@@ -173,7 +173,7 @@ func logdirChange(name string, do func(logdir.Options) (*logdir.Result, error), 
 	to := fs.String("to", "", "the log `dir` that gets it")
 	partition := fs.String("partition", "", "the partition, `TOPIC-PARTITION`")
 	fs.Usage = func() { fmt.Fprint(fs.Output(), changeUsage[name]) }
-	if code, ok := parseFlags(fs, args, stderr); !ok {
+	if code, ok := parseFlags(fs, args, stdout, stderr); !ok {
 		return code
 	}
 	for _, f := range []struct{ name, value string }{{"from", *from}, {"to", *to}, {"partition", *partition}} {
@@ -253,7 +253,12 @@ reason is on stderr), 2 usage error.
 }
 
 // parseFlags parses args; ok is false when the command ends here, with code.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (code int, ok bool) {
+	if helpAsked(args) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return exitOK, false
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, false

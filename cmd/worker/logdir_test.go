@@ -61,22 +61,27 @@ func TestLogdirUsage(t *testing.T) {
 			if code != tc.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, stderr)
 			}
-			if !strings.Contains(stderr, tc.want) {
-				t.Errorf("stderr lacks %q:\n%s", tc.want, stderr)
+			// Help asked for goes to stdout; a usage error to stderr.
+			out, other := stderr, stdout
+			if tc.code == 0 {
+				out, other = stdout, stderr
 			}
-			if stdout != "" {
-				t.Errorf("stdout:\n%s", stdout)
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+			if other != "" {
+				t.Errorf("the other stream:\n%s", other)
 			}
 		})
 	}
 	// Through run, as main calls it; --config is not asked for.
-	var stderr bytes.Buffer
-	if code := run([]string{"logdir", "--help"}, &stderr); code != 0 || !strings.Contains(stderr.String(), "Usage: worker logdir") {
-		t.Errorf("run logdir --help: exit %d\n%s", code, stderr.String())
+	var out, stderr bytes.Buffer
+	if code := run([]string{"logdir", "--help"}, &out, &stderr); code != 0 || !strings.Contains(out.String(), "Usage: worker logdir") {
+		t.Errorf("run logdir --help: exit %d\n%s", code, out.String())
 	}
-	stderr.Reset()
-	if code := run([]string{"--help"}, &stderr); code != 0 || !strings.Contains(stderr.String(), "worker logdir inspect|move|recover") {
-		t.Errorf("run --help does not mention logdir: exit %d\n%s", code, stderr.String())
+	out.Reset()
+	if code := run([]string{"--help"}, &out, &stderr); code != 0 || !strings.Contains(out.String(), "worker logdir inspect|move|recover") {
+		t.Errorf("run --help does not mention logdir: exit %d\n%s", code, out.String())
 	}
 }
 

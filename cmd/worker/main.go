@@ -40,12 +40,12 @@ import (
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && args[0] == "logdir" {
-		return logdirCommand(args[1:], os.Stdout, stderr)
+		return logdirCommand(args[1:], stdout, stderr)
 	}
 	fs := flag.NewFlagSet("worker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -71,6 +71,12 @@ Exit status: 0 after a clean stop, 2 for a usage or configuration error,
 1 for any other failure.
 `)
 	}
+	if helpAsked(args) {
+		// Asked for: the usage on stdout, exit 0 (a usage error prints it on stderr).
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -78,7 +84,7 @@ Exit status: 0 after a clean stop, 2 for a usage or configuration error,
 		return 2
 	}
 	if *showVersion {
-		fmt.Printf("kafkamender worker %s (%s)\n", version.String(), runtime.Version())
+		fmt.Fprintf(stdout, "kafkamender worker %s (%s)\n", version.String(), runtime.Version())
 		return 0
 	}
 	if fs.NArg() > 0 {
@@ -130,4 +136,17 @@ Exit status: 0 after a clean stop, 2 for a usage or configuration error,
 		return 1
 	}
 	return 0
+}
+
+// helpAsked reports whether args ask for help (-h, -help, --help) among the flags.
+func helpAsked(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--h", "-help", "--help":
+			return true
+		}
+	}
+	return false
 }

@@ -8,6 +8,23 @@ import (
 	"testing"
 )
 
+// Help and the version go to stdout, with exit 0: a script can read them.
+func TestHelpAndVersionOnStdout(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--help"}, "Usage: worker --config FILE"},
+		{[]string{"-h"}, "Usage: worker --config FILE"},
+		{[]string{"--version"}, "kafkamender worker "},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(tt.args, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), tt.want) || stderr.Len() != 0 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", tt.args, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
 // TestRunUsageAndConfigErrors covers the paths that end before the worker
 // starts; the runtime itself is tested in internal/worker.
 func TestRunUsageAndConfigErrors(t *testing.T) {
@@ -22,7 +39,6 @@ func TestRunUsageAndConfigErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{"help", []string{"--help"}, 0, "Usage: worker --config FILE"},
 		{"no config", nil, 2, "--config is required"},
 		{"unknown flag", []string{"--conf", "x"}, 2, "flag provided but not defined: -conf"},
 		{"extra argument", []string{"--config", bad, "more"}, 2, `unexpected arguments: ["more"]`},
@@ -31,8 +47,8 @@ func TestRunUsageAndConfigErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var stderr bytes.Buffer
-			if code := run(tt.args, &stderr); code != tt.code {
+			var stdout, stderr bytes.Buffer
+			if code := run(tt.args, &stdout, &stderr); code != tt.code {
 				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.code, stderr.String())
 			}
 			if !strings.Contains(stderr.String(), tt.want) {
