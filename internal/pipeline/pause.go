@@ -24,7 +24,8 @@ import (
 // worker that fetched it (hold): kept alive, its progress (kafkamender.progress.<id>,
 // "paused") saying every second why it waits, its slot of Config.Concurrency given back.
 // When the pause ends it runs first, the order kept; when the worker stops it is delivered
-// again, first, and held again. An operation that runs when the pause comes is left to
+// again, first, and held again; when it is cancelled (Config.Cancels) it goes to its
+// handler at once, which answers it cancelled without running it. An operation that runs when the pause comes is left to
 // finish. Every Config.HoldScan, the holder (or, while nobody holds one, any worker whose
 // fetch found nothing) reads the events that wait behind the head: each one's progress
 // says why it waits, and a dry run is answered (plans are read-only): its result stored,
@@ -36,6 +37,12 @@ type Pauses interface {
 	// error means it could not be read: the events wait then too, since nothing may run
 	// on a cluster that may be paused.
 	Paused(ctx context.Context, cluster string) (string, error)
+}
+
+// Cancels says which events are cancelled (package cancel implements it).
+type Cancels interface {
+	// Cancelled returns why event id of cluster is cancelled, "" when it is not.
+	Cancelled(ctx context.Context, cluster, id string) (string, error)
 }
 
 const (
@@ -159,6 +166,9 @@ func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
 	job := p.job(d)
 	var lastScan time.Time
 	for why != "" {
+		if p.cancelled(ctx, d) {
+			break
+		}
 		job.Progress(events.Progress{Paused: why})
 		if time.Since(lastScan) >= p.cfg.HoldScan {
 			p.scanHeld(ctx, d.ev.Cluster, d.raw.Seq, why)
@@ -175,8 +185,22 @@ func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
 		p.nak(ctx, d, "", nil)
 		return true
 	}
-	d.log.Info("cluster resumed; running the held event")
+	d.log.Info("running the held event (the cluster resumed, or the event is cancelled)")
 	return false
+}
+
+// cancelled reports whether d's event is cancelled (Config.Cancels); a read that fails
+// reads as not cancelled (asked again a second later).
+func (p *Pipeline) cancelled(ctx context.Context, d *delivery) bool {
+	if p.cfg.Cancels == nil {
+		return false
+	}
+	why, err := p.cfg.Cancels.Cancelled(ctx, d.ev.Cluster, d.ev.ID)
+	if err != nil || why == "" {
+		return false
+	}
+	d.log.Info("held event cancelled: its handler answers it without running it", zap.String("why", why))
+	return true
 }
 
 // scanHeld reads the events of a paused cluster that wait in the stream: each one's

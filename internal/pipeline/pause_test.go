@@ -28,6 +28,9 @@ func (e *env) startPausable(nc *nats.Conn, cfg pipeline.Config, h handlerFunc) (
 	store := pause.New(js)
 	ph := &pause.Handler{Store: store}
 	cfg.Pauses, cfg.HoldScan = store, 300*time.Millisecond
+	if cfg.Cancels == nil {
+		cfg.Cancels = cancels{}
+	}
 	return e.startHandlers(nc, cfg, map[string]pipeline.Handler{evType: h, events.TypeClusterPause: ph, events.TypeClusterResume: ph})
 }
 
@@ -224,5 +227,52 @@ func TestPauseUntilEndsByItself(t *testing.T) {
 	}
 	if ran := rec.get(); !slices.Equal(ran, []string{"before", "during"}) {
 		t.Fatalf("ran %v", ran)
+	}
+}
+
+// cancels is a Cancels of the ids in a map; cancels{} cancels nothing.
+type cancels struct {
+	mu  *sync.Mutex
+	ids map[string]bool
+}
+
+func (c cancels) Cancelled(_ context.Context, _, id string) (string, error) {
+	if c.mu == nil {
+		return "", nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids[id] {
+		return "by oncall", nil
+	}
+	return "", nil
+}
+
+// A held event that is cancelled goes to its handler at once, while the cluster stays
+// paused (the engine answers it cancelled without running it); the events behind it wait.
+func TestHeldEventCancelledGoesToItsHandler(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	rec := &recorder{}
+	prog := e.watchProgress()
+	c := cancels{mu: &sync.Mutex{}, ids: map[string]bool{}}
+	cfg := config(t)
+	cfg.Cancels = c
+	e.startPausable(e.connect(), cfg, rec.handle)
+	e.publishControl("pause-1", events.TypeClusterPause, `{"reason":"window"}`)
+	e.waitResult("pause-1")
+	e.publish("held-x")
+	e.publish("held-y")
+	e.eventually("held-x held", func() bool { return prog.get("held-x") != "" })
+	c.mu.Lock()
+	c.ids["held-x"] = true
+	c.mu.Unlock()
+	e.waitResult("held-x")
+	if ran := rec.get(); !slices.Equal(ran, []string{"held-x"}) {
+		t.Fatalf("handled %v, want the cancelled held-x only", ran)
+	}
+	e.eventually("held-y held in turn", func() bool { return prog.get("held-y") != "" })
+	if n, _ := e.stored("held-y"); n != 0 {
+		t.Fatal("held-y ran while paused")
 	}
 }

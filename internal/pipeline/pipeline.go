@@ -148,6 +148,10 @@ type Config struct {
 	CanServe func(cluster string) error
 	// Pauses, when set, says which clusters are paused: their events wait (see pause.go).
 	Pauses Pauses
+	// Cancels, when set, says which events are cancelled: an event held while its cluster
+	// is paused is let go to its handler at once when it is (the handler answers it
+	// cancelled without running it; see pause.go).
+	Cancels Cancels
 	// HoldScan is how often the events that wait while their cluster is paused get their
 	// progress, and its dry runs their answer. Default 10s.
 	HoldScan time.Duration

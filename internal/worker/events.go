@@ -131,6 +131,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		ResultsMaxBytes: cfg.NATS.ResultsMaxBytes,
 		CanServe:        w.canServe(lockSessions),
 		Pauses:          pauses,
+		Cancels:         cancels,
 		Logger:          w.logger,
 		Metrics:         w.metrics,
 	})
