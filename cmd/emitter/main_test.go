@@ -120,6 +120,8 @@ func TestParsePublishFlagsDefaults(t *testing.T) {
 	}
 }
 
+// publish --print prints the event and publishes nothing; --dry-run, its earlier name on
+// publish, still does, and warns.
 func TestDryRun(t *testing.T) {
 	e, stdout, stderr := testEnv(nil)
 	code := run(context.Background(), []string{"publish", "--dry-run",
@@ -204,4 +206,19 @@ func compact(t *testing.T, raw []byte) []byte {
 		t.Fatal(err)
 	}
 	return b.Bytes()
+}
+
+func TestPublishPrintAndTheOldDryRun(t *testing.T) {
+	for _, flagName := range []string{"--print", "--dry-run"} {
+		e, stdout, stderr := testEnv(nil)
+		code := run(context.Background(), []string{"publish", flagName, "--cluster", "local", "--type", "replica-change-requested",
+			"--data", `{"topic":"orders","preferred_leader":2}`, "--nats-url", "nats://127.0.0.1:1"}, e)
+		var ev events.Envelope
+		if code != exitOK || json.Unmarshal(stdout.Bytes(), &ev) != nil || !strings.Contains(stderr.String(), "--print: event generated-id not published") {
+			t.Errorf("%s: exit %d\n%s%s", flagName, code, stdout, stderr)
+		}
+		if deprecated := strings.Contains(stderr.String(), "--dry-run is deprecated here: use --print"); deprecated != (flagName == "--dry-run") {
+			t.Errorf("%s: deprecation warning %v:\n%s", flagName, deprecated, stderr)
+		}
+	}
 }

@@ -37,7 +37,10 @@ type publishOptions struct {
 	natsURL   string
 	natsAuth  natsAuth
 	timeout   time.Duration
-	dryRun    bool
+	print     bool
+	// dryRun is --dry-run, the earlier name of --print on publish (only there: on the
+	// other commands --dry-run asks the worker for the plan). Kept working, with a warning.
+	dryRun bool
 }
 
 // parsePublishFlags parses and validates the flags of publish. It returns
@@ -55,7 +58,8 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	fs.DurationVar(&o.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
 	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up connecting and publishing after `duration`")
-	fs.BoolVar(&o.dryRun, "dry-run", false, "print the event on stdout instead of publishing it")
+	fs.BoolVar(&o.print, "print", false, "print the event on stdout instead of publishing it")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "deprecated: the same as --print here (on the other commands --dry-run asks the worker for the plan; to ask for one with publish, put \"dry_run\":true in --data)")
 
 	if err := parseCommandLine(fs, args, e, printPublishUsage); err != nil {
 		return o, err
@@ -129,7 +133,7 @@ Builds a CloudEvents 1.0 event of the given type about the given cluster,
 checks it, and publishes it to JetStream on %s,
 with the event id as the JetStream message id (a re-publish with the same
 --id within the stream's duplicate window is stored once). Prints the event
-id and the stream sequence. With --dry-run, prints the event instead.
+id and the stream sequence. With --print, prints the event instead.
 
 Example:
     emitter publish --cluster local --type replica-change-requested \
@@ -175,13 +179,16 @@ func runPublish(ctx context.Context, args []string, e env) int {
 	subject := events.Subject(o.cluster, o.typ)
 
 	if o.dryRun {
+		fmt.Fprintln(e.stderr, `emitter publish: --dry-run is deprecated here: use --print (--dry-run asks the worker for the plan on the other commands; with publish, put "dry_run":true in --data)`)
+	}
+	if o.print || o.dryRun {
 		body, err := json.MarshalIndent(ev, "", "  ")
 		if err != nil {
 			fmt.Fprintf(e.stderr, "emitter publish: encode event %s: %v\n", ev.ID, err)
 			return exitFailure
 		}
 		fmt.Fprintf(e.stdout, "%s\n", body)
-		fmt.Fprintf(e.stderr, "dry run: event %s not published to %s\n", ev.ID, subject)
+		fmt.Fprintf(e.stderr, "--print: event %s not published to %s\n", ev.ID, subject)
 		return exitOK
 	}
 
