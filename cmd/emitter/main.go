@@ -92,10 +92,11 @@ func run(ctx context.Context, args []string, e env) int {
 		"cancel":             runCancel,
 		"status":             runStatus,
 		"result":             runResult,
+		"completion":         runCompletion,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "status", "result":
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "status", "result", "completion":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -147,6 +148,7 @@ Usage:
     emitter cancel --cluster CLUSTER --id EVENT-ID [flags]
     emitter status [--cluster CLUSTER] [flags]
     emitter result --id ID [flags]
+    emitter completion bash|zsh
     emitter help [COMMAND]
     emitter --version
 
@@ -195,6 +197,7 @@ Commands:
                       back as before, throttles put back (result cancelled)
     status            per cluster: paused or not, the lock, the operation in
                       flight, the events waiting
+    completion        print a shell completion script (bash, zsh)
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

@@ -286,3 +286,56 @@ func TestCancelLogDirMove(t *testing.T) {
 	}
 	countRecords(t, env, "local", topic, 1, 100)
 }
+
+// A log-dir balance whose worker is killed (kill -9) mid-copy, then cancelled: the next
+// worker rolls it back from the journal: no future replica left (no -future directory),
+// the moves that finished kept and listed, the rest where they were, the copy throttle
+// set by hand back, every record readable.
+func TestCancelLogDirBalanceAfterTheWorkerDied(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	env.LockBrokerThrottles(t)
+	f := newFleet(t, env, "local")
+	kill := f.startKillable("worker-1")
+	adm, dirs, topics := imbalance(t, env)
+	before := placement(t, adm, 1)
+	ev := f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"throttle_bytes_per_sec": 300_000}))
+	ch := f.publish(ev)
+	testenv.Eventually(t, time.Minute, func() error {
+		for k := range placement(t, adm, 1) {
+			if strings.HasSuffix(k, " (future)") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no future replica on broker 1 yet")
+	})
+	kill()
+	publishCancel(f, ev.ID)
+	f.start("worker-2")
+	res := wait(t, ch, 2*time.Minute)
+	if res.Status != events.StatusCancelled || !strings.Contains(res.Error, "cancelled") {
+		t.Fatalf("result %s %q, want cancelled", res.Status, res.Error)
+	}
+	after := placement(t, adm, 1)
+	moved := map[string]bool{}
+	for _, c := range res.Changes {
+		moved[c.TopicPartition.String()] = true
+		if after[c.TopicPartition.String()] != dirs[1] {
+			t.Errorf("%s is listed as moved, and is in %q", c.TopicPartition, after[c.TopicPartition.String()])
+		}
+	}
+	for k, dir := range after {
+		if strings.HasSuffix(k, " (future)") {
+			t.Errorf("%s left in %s after the cancel", k, dir)
+			continue
+		}
+		if !moved[k] && before[k] != "" && dir != before[k] {
+			t.Errorf("%s in %s after the cancel, was in %s and is not listed as moved", k, dir, before[k])
+		}
+	}
+	if got := brokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate); got == nil || *got != balanceTheirs {
+		t.Errorf("the copy throttle set by hand is %v after the cancel, want %s", got, balanceTheirs)
+	}
+	for i, size := range []int{40, 25, 10} {
+		countRecords(t, env, "local", topics[i], 2, size)
+	}
+}

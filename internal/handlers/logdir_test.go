@@ -134,36 +134,8 @@ func TestLogDirBalance(t *testing.T) {
 	env.LockBrokerThrottles(t)
 	f := newFleet(t, env, "local")
 	f.start("worker-1")
-	adm := env.Admin(t, "local")
-	dirs := env.TwoLogDirs(t, "local", 1)
-	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	var topics []string
-	for i, size := range []int{40, 25, 10} { // records of 50 kB per partition
-		topic := testenv.Name(t, fmt.Sprintf("ld%d", i))
-		testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}, {1, 3}}, nil)
-		testenv.Produce(t, cl, topic, 2, size, 50_000)
-		moveAll(t, adm, 1, topic, 2, dirs[0])
-		topics = append(topics, topic)
-	}
-	// Everything else broker 1 holds goes to the first directory too, so that the second
-	// is empty and the imbalance is ours.
-	for topic, dir := range placement(t, adm, 1) {
-		if dir == dirs[1] {
-			tp := strings.LastIndex(topic, "-")
-			var p int32
-			fmt.Sscan(topic[tp+1:], &p)
-			moveReplicas(t, adm, 1, topic[:tp], []int32{p}, dirs[0])
-		}
-	}
-	const theirs = "987654321"
-	setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, kadm.StringPtr(theirs))
-	t.Cleanup(func() { setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, nil) })
-	testenv.Eventually(t, 30*time.Second, func() error {
-		if v := brokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate); v == nil || *v != theirs {
-			return fmt.Errorf("broker 1 does not show the copy throttle yet")
-		}
-		return nil
-	})
+	adm, dirs, topics := imbalance(t, env)
+	const theirs = balanceTheirs
 	before := dirSizes(t, adm, 1)
 
 	e := f.event(events.TypeLogDirMoveRequested, logdirData(1, map[string]any{"throttle_bytes_per_sec": 1_000_000, "reason": "disk a full"}))
@@ -206,6 +178,47 @@ func TestLogDirBalance(t *testing.T) {
 		countRecords(t, env, "local", topics[i], 2, size)
 	}
 	f.noLeftovers(topics, nil, "1000000")
+}
+
+// balanceTheirs is the copy throttle set by hand on broker 1 before a balance.
+const balanceTheirs = "987654321"
+
+// imbalance puts everything broker 1 of local holds in its first log directory, three
+// topics' data included (records of 50 kB: 40, 25 and 10 per partition, two partitions
+// each), and sets a copy throttle by hand (balanceTheirs) on the broker.
+func imbalance(t *testing.T, env *testenv.Env) (*kadm.Client, [2]string, []string) {
+	t.Helper()
+	adm := env.Admin(t, "local")
+	dirs := env.TwoLogDirs(t, "local", 1)
+	cl := env.Kafka(t, "local", kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var topics []string
+	for i, size := range []int{40, 25, 10} { // records of 50 kB per partition
+		topic := testenv.Name(t, fmt.Sprintf("ld%d", i))
+		testenv.CreateTopic(t, cl, topic, [][]int32{{1, 2}, {1, 3}}, nil)
+		testenv.Produce(t, cl, topic, 2, size, 50_000)
+		moveAll(t, adm, 1, topic, 2, dirs[0])
+		topics = append(topics, topic)
+	}
+	// Everything else broker 1 holds goes to the first directory too, so that the second
+	// is empty and the imbalance is ours.
+	for topic, dir := range placement(t, adm, 1) {
+		if dir == dirs[1] {
+			tp := strings.LastIndex(topic, "-")
+			var p int32
+			fmt.Sscan(topic[tp+1:], &p)
+			moveReplicas(t, adm, 1, topic[:tp], []int32{p}, dirs[0])
+		}
+	}
+	const theirs = balanceTheirs
+	setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, kadm.StringPtr(theirs))
+	t.Cleanup(func() { setBrokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate, nil) })
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if v := brokerConfig(t, adm, 1, kafka.AlterLogDirsThrottledRate); v == nil || *v != theirs {
+			return fmt.Errorf("broker 1 does not show the copy throttle yet")
+		}
+		return nil
+	})
+	return adm, dirs, topics
 }
 
 func abs64(x int64) int64 {
