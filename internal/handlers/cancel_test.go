@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	crand "crypto/rand"
 	"fmt"
 	"slices"
 	"strings"
@@ -29,9 +30,11 @@ type cancelScene struct {
 	event   *events.Envelope
 }
 
-// large is the size of each of the six partitions that copy slowly (the first two are
-// empty, and finish at once).
-const cancelLarge = 3 << 20
+// cancelLarge is the size of each of the six partitions that copy slowly (the first two
+// are empty, and finish at once): two of them copy to each broker, 8 MiB at 1 MiB/s, so
+// that copies still run for seconds after the two empty ones finished. The records are
+// random: the producer compresses its batches, and zeros would make a tiny log.
+const cancelLarge = 4 << 20
 
 func newCancelScene(t *testing.T, f *fleet) *cancelScene {
 	t.Helper()
@@ -42,6 +45,7 @@ func newCancelScene(t *testing.T, f *fleet) *cancelScene {
 	t.Cleanup(func() { setBrokerConfig(t, s.adm, 2, kafka.LeaderThrottledRate, nil) })
 	testenv.CreateTopic(t, cl, s.topic, [][]int32{{1, 2}, {2, 3}, {3, 1}, {1, 2}, {2, 3}, {3, 1}, {1, 2}, {2, 3}}, nil)
 	value := make([]byte, 64<<10)
+	_, _ = crand.Read(value) // incompressible: the producer compresses its batches
 	for p := int32(2); p < 8; p++ {
 		for range cancelLarge / len(value) {
 			if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: s.topic, Partition: p, Value: value}).FirstErr(); err != nil {
