@@ -135,3 +135,20 @@ func TestCancelCopiesTheClusterCannotCancel(t *testing.T) {
 		t.Errorf("orders-0 %v: the copy the cluster could not cancel ended", got)
 	}
 }
+
+// A cancel that comes once the operation is done (verified, its result about to be
+// published) undoes nothing: the result is the true one, succeeded.
+func TestCancelAfterTheOutcomeIsDone(t *testing.T) {
+	r := newRig(t, 2)
+	ev := r.event(0, 1)
+	r.onStep(func(step string) {
+		if step == operation.StepBeforeResult {
+			r.onStep(nil)
+			r.cancels.cancel(ev.ID, "by oncall/erin: too late")
+		}
+	})
+	o := r.deliver(r.delivery(ev))
+	r.want(o, events.StatusSucceeded)
+	r.truthful(o.res, 0, 1)
+	r.settled()
+}
