@@ -18,7 +18,6 @@ import (
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kvbucket"
-	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/pause"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
@@ -103,8 +102,17 @@ type clusterStatus struct {
 
 type lockStatus struct {
 	// Location is where the fleet keeps the cluster's lock ("" before its first lock).
-	Location string        `json:"location,omitempty"`
-	Holder   *locks.Holder `json:"holder,omitempty"` // NATS locks only
+	Location string      `json:"location,omitempty"`
+	Holder   *lockHolder `json:"holder,omitempty"` // NATS locks only
+}
+
+// lockHolder is the part of a NATS lock's record (locks.Holder) that status shows; the
+// emitter does not link package locks, which links the ZooKeeper client.
+type lockHolder struct {
+	Worker     string    `json:"worker"`
+	Event      string    `json:"event"`
+	AcquiredAt time.Time `json:"acquired_at,omitzero"`
+	ClaimedAt  time.Time `json:"claimed_at,omitzero"`
 }
 
 type inFlight struct {
@@ -239,7 +247,7 @@ func readLock(ctx context.Context, js jetstream.JetStream, cluster string) (lock
 	if err != nil || raw == nil {
 		return ls, err
 	}
-	var h locks.Holder
+	var h lockHolder
 	if err := json.Unmarshal(raw, &h); err != nil {
 		return ls, fmt.Errorf("the holder's record: %w", err)
 	}

@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/journal"
-	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/pause"
 )
 
 func TestWriteStatus(t *testing.T) {
 	now := time.Date(2026, 12, 4, 18, 0, 0, 0, time.UTC)
 	st := []clusterStatus{
-		{Cluster: "kraft", Lock: lockStatus{Location: "nats kv KAFKAMENDER_LOCKS", Holder: &locks.Holder{Worker: "w-1", Event: "rf-3"}},
+		{Cluster: "kraft", Lock: lockStatus{Location: "nats kv KAFKAMENDER_LOCKS", Holder: &lockHolder{Worker: "w-1", Event: "rf-3"}},
 			InFlight: &inFlight{Event: "rf-3", Type: "replica-change-requested", Step: journal.StepCopying, Worker: "w-1", Attempt: 2,
 				Started: now.Add(-90 * time.Second), Partitions: 8, Reassignments: 6},
 			Waiting: 3, Out: 1},

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -154,6 +155,9 @@ func (s *Store) List(ctx context.Context) (map[string]*Pause, error) {
 	}
 	out := map[string]*Pause{}
 	for k := range keys.Keys() {
+		if strings.HasPrefix(k, "held.") {
+			continue // counts of held deliveries, not pauses
+		}
 		p, err := s.Get(ctx, k)
 		if err != nil {
 			return nil, err
@@ -163,4 +167,70 @@ func (s *Store) List(ctx context.Context) (map[string]*Pause, error) {
 		}
 	}
 	return out, nil
+}
+
+// holdKey is the key of the count of held deliveries of the event at stream sequence seq
+// (pipeline.Pauses): cluster names have no dots, so no cluster's key is one.
+func holdKey(seq uint64) string { return fmt.Sprintf("held.%d", seq) }
+
+// Holds implements pipeline.Pauses.
+func (s *Store) Holds(ctx context.Context, seq uint64) (int, error) {
+	n, _, err := s.holds(ctx, seq)
+	return n, err
+}
+
+func (s *Store) holds(ctx context.Context, seq uint64) (int, uint64, error) {
+	kv, err := s.bucket.KeyValue(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	e, err := kv.Get(ctx, holdKey(seq))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, retry.Transient(fmt.Errorf("read the held deliveries of event %d: %w", seq, err))
+	}
+	var n int
+	if err := json.Unmarshal(e.Value(), &n); err != nil {
+		return 0, e.Revision(), nil
+	}
+	return n, e.Revision(), nil
+}
+
+// AddHold implements pipeline.Pauses: a revision-checked update, so that two workers
+// (one stopping, one taking the event up) never lose a count.
+func (s *Store) AddHold(ctx context.Context, seq uint64, delta int) error {
+	kv, err := s.bucket.KeyValue(ctx)
+	if err != nil {
+		return err
+	}
+	for range 10 {
+		n, rev, err := s.holds(ctx, seq)
+		if err != nil {
+			return err
+		}
+		raw, _ := json.Marshal(max(0, n+delta))
+		if rev == 0 {
+			_, err = kv.Create(ctx, holdKey(seq), raw)
+		} else {
+			_, err = kv.Update(ctx, holdKey(seq), raw, rev)
+		}
+		if err == nil {
+			return nil
+		}
+	}
+	return retry.Transient(fmt.Errorf("count the held deliveries of event %d: too many concurrent updates", seq))
+}
+
+// ForgetHolds implements pipeline.Pauses.
+func (s *Store) ForgetHolds(ctx context.Context, seq uint64) error {
+	kv, err := s.bucket.KeyValue(ctx)
+	if err != nil {
+		return err
+	}
+	if err := kv.Purge(ctx, holdKey(seq)); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return err
+	}
+	return nil
 }

@@ -30,6 +30,10 @@ type delivery struct {
 	started time.Time
 	log     *zap.Logger
 	slot    *slot // the loop's, given back while the event is held (hold)
+	// holds counts the deliveries of the event held while its cluster was paused (not
+	// attempts: see discountHolds); settled is set once its message is acknowledged.
+	holds   int
+	settled bool
 }
 
 // handle turns one delivery into a result (or a delayed redelivery), in phases: receive
@@ -39,6 +43,15 @@ type delivery struct {
 func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg, sl *slot) {
 	d := p.receive(msg)
 	d.slot = sl
+	p.discountHolds(ctx, d)
+	defer p.forgetHolds(ctx, d)
+	if ctx.Err() != nil {
+		// Delivered by a fetch still out as the worker stops: given back at once, and
+		// not an attempt (when the deliveries that are not can be recorded).
+		p.notAnAttempt(ctx, d)
+		p.nak(ctx, d, "", nil)
+		return
+	}
 	if d.attempt > p.cfg.MaxAttempts {
 		p.giveUp(ctx, d)
 		return
@@ -125,6 +138,9 @@ func (p *Pipeline) decode(ctx context.Context, d *delivery) bool {
 func (p *Pipeline) replayed(ctx context.Context, d *delivery) bool {
 	earlier, ok, err := p.store().Earlier(ctx, d.ev.ID)
 	if err != nil {
+		if ctx.Err() != nil {
+			p.notAnAttempt(ctx, d) // the worker stops before it looked at the event
+		}
 		p.nak(ctx, d, "look up an earlier result failed", err)
 		return true
 	}
@@ -383,7 +399,9 @@ func (p *Pipeline) ackStored(ctx context.Context, d *delivery, stored *events.Re
 	}
 	if err != nil {
 		d.log.Warn("acknowledge failed; the event may be delivered again (its result will be replayed)", zap.Error(err))
+		return
 	}
+	d.settled = true
 }
 
 // replayExpectedStream is the expected stream of a replayed result: a name no stream can
@@ -421,7 +439,9 @@ func (p *Pipeline) ackReplayed(ctx context.Context, d *delivery) {
 	defer cancel()
 	if err := d.msg.DoubleAck(actx); err != nil {
 		d.log.Warn("acknowledge failed; the event may be delivered again (its result will be replayed)", zap.Error(err))
+		return
 	}
+	d.settled = true
 }
 
 // nak leaves the message for a later delivery: after the growing retry delay, or soon when

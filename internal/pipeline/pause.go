@@ -37,6 +37,13 @@ type Pauses interface {
 	// error means it could not be read: the events wait then too, since nothing may run
 	// on a cluster that may be paused.
 	Paused(ctx context.Context, cluster string) (string, error)
+	// Holds returns how many deliveries of the event at stream sequence seq were held
+	// (not run) while its cluster was paused: a worker that stops while it holds an event
+	// gives it back, and its next delivery is not one more attempt. AddHold adds delta to
+	// the count; ForgetHolds deletes it once the event is settled.
+	Holds(ctx context.Context, seq uint64) (int, error)
+	AddHold(ctx context.Context, seq uint64, delta int) error
+	ForgetHolds(ctx context.Context, seq uint64) error
 }
 
 // Cancels says which events are cancelled (package cancel implements it).
@@ -157,6 +164,9 @@ func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
 		return false
 	}
 	d.log.Info("event held: its cluster is paused", zap.String("why", why))
+	// Counted as a hold from the start (a worker killed while it holds the event leaves
+	// the count right), and as an attempt again if it runs.
+	counted := p.notAnAttempt(ctx, d)
 	alive, stopAlive := context.WithCancel(ctx)
 	defer stopAlive()
 	defer p.keepAlive(alive, d.msg)()
@@ -185,8 +195,61 @@ func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
 		p.nak(ctx, d, "", nil)
 		return true
 	}
+	if counted {
+		// It runs: this delivery is an attempt after all.
+		if err := p.cfg.Pauses.AddHold(ctx, d.raw.Seq, -1); err != nil {
+			d.log.Debug("count the held delivery as an attempt again", zap.Error(err))
+		}
+	}
 	d.log.Info("running the held event (the cluster resumed, or the event is cancelled)")
 	return false
+}
+
+// notAnAttempt records that d is not an attempt of its event (held while its cluster is
+// paused, or received by a worker that stops before it looked at it); false when it
+// could not be recorded (it then counts as one). Recorded even as the worker stops.
+func (p *Pipeline) notAnAttempt(ctx context.Context, d *delivery) bool {
+	if p.cfg.Pauses == nil || d.raw.Seq == 0 {
+		return false
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.cfg.Pauses.AddHold(hctx, d.raw.Seq, 1); err != nil {
+		d.log.Warn("could not record that this delivery is not an attempt: it counts as one", zap.Error(err))
+		return false
+	}
+	d.holds++
+	return true
+}
+
+// discountHolds takes from d's attempt the deliveries of its event that were held while
+// its cluster was paused (none for a first delivery).
+func (p *Pipeline) discountHolds(ctx context.Context, d *delivery) {
+	if p.cfg.Pauses == nil || d.attempt <= 1 || d.raw.Seq == 0 {
+		return
+	}
+	n, err := p.cfg.Pauses.Holds(ctx, d.raw.Seq)
+	if err != nil {
+		d.log.Warn("read the held deliveries of the event (each counts as an attempt)", zap.Error(err))
+		return
+	}
+	if n > 0 {
+		d.attempt = max(1, d.attempt-n)
+		d.holds = n
+		d.log = d.log.With(zap.Int("attempt_not_counting_holds", d.attempt))
+	}
+}
+
+// forgetHolds deletes the count of held deliveries of a settled event.
+func (p *Pipeline) forgetHolds(ctx context.Context, d *delivery) {
+	if d.holds == 0 || !d.settled || p.cfg.Pauses == nil {
+		return
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := p.cfg.Pauses.ForgetHolds(fctx, d.raw.Seq); err != nil {
+		d.log.Debug("forget the held deliveries of a settled event", zap.Error(err))
+	}
 }
 
 // cancelled reports whether d's event is cancelled (Config.Cancels); a read that fails

@@ -444,7 +444,11 @@ func (p *Pipeline) loop(ctx context.Context, cluster string, cons jetstream.Cons
 		if !sl.take(ctx) {
 			return
 		}
-		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// The fetch is not cut short when the worker stops: a pull request cancelled on
+		// the client may still be served, its message then lost in transit, which counts
+		// as a delivery (an attempt) of the event. Left to end (within fetchWait), a
+		// message it brings is handed back at once, and recorded as no attempt.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fetchWait)
 		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 		if err != nil {
 			cancel()
@@ -498,6 +502,10 @@ func (s *slot) give() {
 		s.taken = false
 	}
 }
+
+// fetchWait is how long a fetch waits for an event: also how long a stopping worker may
+// wait for its fetches to end.
+const fetchWait = time.Second
 
 // canServePoll is how often a worker that cannot serve a cluster asks again.
 const canServePoll = 250 * time.Millisecond
