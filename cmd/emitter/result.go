@@ -81,17 +81,11 @@ func runResult(ctx context.Context, args []string, e env) int {
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	nc, err := connect(o.natsURL, o.natsAuth, o.timeout)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
+	js, closeNC, ok := connectJetStream(e, name, o.natsURL, o.natsAuth, o.timeout)
+	if !ok {
 		return exitFailure
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "%s: jetstream: %v\n", name, err)
-		return exitFailure
-	}
+	defer closeNC()
 	got, err := lookupResult(ctx, js, o.id)
 	switch {
 	case errors.Is(err, errNoResultsStream):
@@ -111,4 +105,21 @@ func runResult(ctx context.Context, args []string, e env) int {
 		return exitFailure
 	}
 	return exitForStatus(got.result.Status)
+}
+
+// connectJetStream connects for a command that reads from JetStream; false: it could not,
+// and said why on stderr.
+func connectJetStream(e env, name, url string, auth natsAuth, timeout time.Duration) (jetstream.JetStream, func(), bool) {
+	nc, err := connect(url, auth, timeout)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
+		return nil, nil, false
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		fmt.Fprintf(e.stderr, "%s: jetstream: %v\n", name, err)
+		return nil, nil, false
+	}
+	return js, nc.Close, true
 }

@@ -135,17 +135,11 @@ func runStatus(ctx context.Context, args []string, e env) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	nc, err := connect(o.natsURL, o.natsAuth, o.timeout)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
+	js, closeNC, ok := connectJetStream(e, name, o.natsURL, o.natsAuth, o.timeout)
+	if !ok {
 		return exitFailure
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		fmt.Fprintf(e.stderr, "%s: jetstream: %v\n", name, err)
-		return exitFailure
-	}
+	defer closeNC()
 	st, err := readStatus(ctx, js, o)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)

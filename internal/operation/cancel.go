@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
 
 // Cancelling. An operation-cancel records a request to cancel an event (package cancel);
@@ -25,12 +26,9 @@ import (
 //   - an operation whose outcome is done is not undone (its result is the true one);
 //     work the cluster cannot cancel (Kafka before 2.4) is waited out, as a rollback does.
 
-// Cancels says which events are cancelled (package cancel implements it).
-type Cancels interface {
-	// Cancelled returns why event id of cluster is cancelled (who, when, the reason), ""
-	// when it is not.
-	Cancelled(ctx context.Context, cluster, id string) (string, error)
-}
+// Cancels says which events are cancelled (package cancel implements it): the port the
+// pipeline uses too, for the events it holds.
+type Cancels = pipeline.Cancels
 
 // DefaultCancelPoll is how often a running operation looks for a request to cancel it.
 const DefaultCancelPoll = time.Second

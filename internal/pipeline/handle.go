@@ -59,7 +59,7 @@ func (p *Pipeline) handle(ctx context.Context, msg jetstream.Msg, sl *slot) {
 	if !p.decode(ctx, d) || p.replayed(ctx, d) || p.expired(ctx, d) {
 		return
 	}
-	if p.hold(ctx, d) || p.expired(ctx, d) { // it may have expired while held
+	if held, over := p.hold(ctx, d); over || held && p.expired(ctx, d) { // it may have expired while held
 		return
 	}
 	h, ok := p.handlers[d.ev.Type]

@@ -152,16 +152,16 @@ func (p *Pipeline) Paused() map[string]string {
 }
 
 // hold keeps d, fetched but not run, in hand while its cluster is paused, its slot given
-// back meanwhile (and taken again before it runs); it reports whether the delivery is
-// over (the worker stops: the event is delivered again, first). Every Config.HoldScan it
+// back meanwhile (and taken again before it runs); it reports whether it held d, and
+// whether the delivery is over (the worker stops: the event is delivered again, first). Every Config.HoldScan it
 // scans the events that wait behind it.
-func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
+func (p *Pipeline) hold(ctx context.Context, d *delivery) (held, over bool) {
 	if events.ControlType(d.ev.Type) || d.ev.DryRun() {
-		return false
+		return false, false
 	}
 	why := p.paused(ctx, d.ev.Cluster)
 	if why == "" {
-		return false
+		return false, false
 	}
 	d.log.Info("event held: its cluster is paused", zap.String("why", why))
 	// Counted as a hold from the start (a worker killed while it holds the event leaves
@@ -187,13 +187,13 @@ func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
 		sleep(ctx, holdPoll)
 		if ctx.Err() != nil {
 			p.nak(ctx, d, "", nil)
-			return true
+			return true, true
 		}
 		why = p.paused(ctx, d.ev.Cluster)
 	}
 	if d.slot != nil && !d.slot.take(ctx) {
 		p.nak(ctx, d, "", nil)
-		return true
+		return true, true
 	}
 	if counted {
 		// It runs: this delivery is an attempt after all.
@@ -202,7 +202,7 @@ func (p *Pipeline) hold(ctx context.Context, d *delivery) bool {
 		}
 	}
 	d.log.Info("running the held event (the cluster resumed, or the event is cancelled)")
-	return false
+	return true, false
 }
 
 // notAnAttempt records that d is not an attempt of its event (held while its cluster is
