@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
 )
@@ -37,6 +38,8 @@ type Config struct {
 	Alertmanager Alertmanager `yaml:"alertmanager"`
 	// Guardrails are limits every event must stay within, whatever it asks.
 	Guardrails guardrails.Limits `yaml:"guardrails"`
+	// Approval says which plans wait for a person's approval, and who may give it.
+	Approval approval.Policy `yaml:"approval"`
 
 	// EnvOverrides names the environment variables that set fields of this configuration
 	// (see [ParseEnv]), sorted; nil when none did, and always from [Parse]. Names only:
@@ -514,6 +517,9 @@ func (c *Config) problems() problems {
 	for _, g := range c.Guardrails.Problems() {
 		p.add(g.Field, g.Err)
 	}
+	for _, a := range c.Approval.Problems(c.ClusterNames()) {
+		p.add(a.Field, a.Err)
+	}
 	c.BrokerOverloaded.validate(&p)
 	if !validConsumerName(c.NATS.Consumer) {
 		p.add("nats.consumer", fmt.Errorf("%q: want letters, digits, '-' or '_'", c.NATS.Consumer))
@@ -815,7 +821,7 @@ func (a *Alertmanager) validate(p *problems) {
 		if r.Alertname == "" {
 			p.add(path+".alertname", errors.New("required"))
 		}
-		if !events.KnownType(r.Type) || events.ControlType(r.Type) {
+		if !slices.Contains(eventTypeNames(), r.Type) {
 			p.add(path+".type", fmt.Errorf("%q: want one of %s", r.Type, strings.Join(eventTypeNames(), ", ")))
 			continue
 		}
@@ -834,14 +840,7 @@ func (a *Alertmanager) validate(p *problems) {
 	}
 }
 
-// eventTypeNames are the types an alert rule may make: every type but the control events
-// (a pause is for people; a firing alert would pause, and its resolution not resume).
-func eventTypeNames() []string {
-	var out []string
-	for _, t := range events.Types() {
-		if !events.ControlType(t.Name) {
-			out = append(out, t.Name)
-		}
-	}
-	return out
-}
+// eventTypeNames are the types an alert rule may make: those that change a cluster, not
+// the control events (a pause is for people; a firing alert would pause, and its
+// resolution not resume) nor the answers to plans (an approval is a person's).
+func eventTypeNames() []string { return approval.ApprovableTypes() }

@@ -543,7 +543,7 @@ broker_overloaded: {cool_down: -1s, election_batch_size: -1}
 				`guardrails.protected_topics[3]: "x**": error parsing regexp: invalid nested repetition operator`,
 				"guardrails.max_partitions_per_event: -1: must be 0 (no cap) or more",
 				"guardrails.max_operations_per_hour: -5: must be 0 (no cap) or more",
-				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel, partition-offline)",
+				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel, plan-approved, plan-denied, partition-offline)",
 				"guardrails.allowed_sources.broker-overloaded[1]: empty source",
 				"guardrails.allowed_sources.replica-change-requested: lists no source (leave the type out to allow any source)",
 			},

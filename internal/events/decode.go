@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +26,8 @@ type Event struct {
 	// Cluster and Type come from the subject (and were checked against the envelope).
 	Cluster string
 	// Payload is *BrokerOverloaded, *ReplicaChange, *LogDirMove, *BrokerFailed,
-	// *BrokerDrain, *BrokerAdded, *PartitionOffline, *ClusterPause, *ClusterResume or
-	// *OperationCancel, by Type.
+	// *BrokerDrain, *BrokerAdded, *PartitionOffline, *ClusterPause, *ClusterResume,
+	// *OperationCancel or *PlanDecision, by Type.
 	Payload any
 }
 
@@ -65,7 +66,10 @@ type BrokerOverloaded struct {
 	MaxPartitions int      `json:"max_partitions,omitempty"`
 	DemoteToEnd   bool     `json:"demote_to_end,omitempty"`
 	DryRun        bool     `json:"dry_run,omitempty"`
-	Reason        string   `json:"reason,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ReplicaChange is the data of a replica-change-requested event: exactly one of
@@ -80,7 +84,10 @@ type ReplicaChange struct {
 	ThrottleBytesPerSec int64    `json:"throttle_bytes_per_sec,omitempty"`
 	Timeout             Duration `json:"timeout,omitzero"`
 	DryRun              bool     `json:"dry_run,omitempty"`
-	Reason              string   `json:"reason,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // LogDirMove is the data of a logdir-move-requested event.
@@ -95,7 +102,10 @@ type LogDirMove struct {
 	// Timeout bounds the whole move across retries (default: the worker's logdir.timeout).
 	Timeout Duration `json:"timeout,omitzero"`
 	DryRun  bool     `json:"dry_run,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // BrokerFailed is the data of a broker-failed event.
@@ -113,7 +123,10 @@ type BrokerFailed struct {
 	// replication_factor.timeout).
 	Timeout Duration `json:"timeout,omitzero"`
 	DryRun  bool     `json:"dry_run,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // BrokerDrain is the data of a broker-drain event.
@@ -128,7 +141,10 @@ type BrokerDrain struct {
 	// replication_factor.timeout).
 	Timeout Duration `json:"timeout,omitzero"`
 	DryRun  bool     `json:"dry_run,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // BrokerAdded is the data of a broker-added event: Broker or Brokers (exactly one).
@@ -144,7 +160,10 @@ type BrokerAdded struct {
 	// replication_factor.timeout).
 	Timeout Duration `json:"timeout,omitzero"`
 	DryRun  bool     `json:"dry_run,omitempty"`
-	Reason  string   `json:"reason,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // PartitionOffline is the data of a partition-offline event.
@@ -160,9 +179,12 @@ type PartitionOffline struct {
 	// replicas becomes leader; the records only the last in-sync replicas held are lost)
 	// where no in-sync replica is alive. The worker's configuration must allow it too
 	// (partition_offline.allow_unclean); else such partitions are refused.
-	AllowUnclean bool   `json:"allow_unclean,omitempty"`
-	DryRun       bool   `json:"dry_run,omitempty"`
-	Reason       string `json:"reason,omitempty"`
+	AllowUnclean bool `json:"allow_unclean,omitempty"`
+	DryRun       bool `json:"dry_run,omitempty"`
+	// Approval "required" asks that a person approve the plan before it runs (plan-approved),
+	// whatever the configuration's approval policy says; "" leaves it to the policy.
+	Approval string `json:"approval,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // ClusterPause is the data of a cluster-pause event.
@@ -208,6 +230,53 @@ func (p *OperationCancel) validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// PlanDecision is the data of a plan-approved or plan-denied event: a person's answer to a
+// plan that waits for approval (result awaiting_approval, which names the plan).
+type PlanDecision struct {
+	Cluster string `json:"cluster,omitempty"`
+	// PlanID is the plan_id of the awaiting_approval result.
+	PlanID string `json:"plan_id"`
+	// Reason says why (required to deny: it is the denied event's error).
+	Reason string `json:"reason,omitempty"`
+}
+
+func (p *PlanDecision) validate(typ string) error {
+	errs := []error{checkReason(p.Reason)}
+	switch {
+	case p.PlanID == "":
+		errs = append(errs, errors.New("data.plan_id: required: the plan_id of the awaiting_approval result"))
+	default:
+		if err := CheckID(p.PlanID); err != nil {
+			errs = append(errs, fmt.Errorf("data.plan_id: %s: %w", clip(p.PlanID), err))
+		}
+	}
+	if typ == TypePlanDenied && strings.TrimSpace(p.Reason) == "" {
+		errs = append(errs, errors.New("data.reason: required to deny a plan: it becomes the denied event's error"))
+	}
+	return errors.Join(errs...)
+}
+
+// ApprovalRequired is the only value of a request's approval field.
+const ApprovalRequired = "required"
+
+func checkApproval(v string) error {
+	if v != "" && v != ApprovalRequired {
+		return fmt.Errorf("data.approval: %s: want %q (or leave it out)", clip(v), ApprovalRequired)
+	}
+	return nil
+}
+
+// AsksApproval reports whether the request asks for a person's approval itself
+// (data.approval "required").
+func (e *Event) AsksApproval() bool {
+	v := reflect.ValueOf(e.Payload)
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return false
+	}
+	f := v.Elem().FieldByName("Approval")
+	return f.IsValid() && f.Kind() == reflect.String && f.String() == ApprovalRequired
 }
 
 // MaxPause is how far ahead a cluster-pause's until may be: a pause meant for longer is
@@ -585,6 +654,8 @@ func newPayload(typ string) any {
 		return &ClusterResume{}
 	case TypeOperationCancel:
 		return &OperationCancel{}
+	case TypePlanApproved, TypePlanDenied:
+		return &PlanDecision{}
 	}
 	return nil
 }
@@ -633,6 +704,8 @@ func decodeData(typ string, data json.RawMessage) (any, error) {
 		err = checkReason(p.Reason)
 	case *OperationCancel:
 		err = p.validate()
+	case *PlanDecision:
+		err = p.validate(typ)
 	}
 	return payload, err
 }
@@ -761,6 +834,8 @@ func dataCluster(p any) string {
 		return p.Cluster
 	case *OperationCancel:
 		return p.Cluster
+	case *PlanDecision:
+		return p.Cluster
 	}
 	return ""
 }
@@ -813,7 +888,7 @@ func checkReason(reason string) error {
 }
 
 func (p *BrokerOverloaded) validate() error {
-	errs := []error{checkReason(p.Reason)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval)}
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
 	} else if *p.Broker < 0 {
@@ -849,7 +924,7 @@ func (p *BrokerOverloaded) validate() error {
 }
 
 func (p *ReplicaChange) validate() error {
-	errs := []error{checkReason(p.Reason)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval)}
 	if p.Topic == "" {
 		errs = append(errs, errors.New("data.topic: required"))
 	} else if err := CheckTopicName(p.Topic); err != nil {
@@ -880,7 +955,7 @@ func (p *ReplicaChange) validate() error {
 }
 
 func (p *LogDirMove) validate() error {
-	errs := []error{checkReason(p.Reason)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval)}
 	if p.Broker == nil {
 		errs = append(errs, errors.New("data.broker: required"))
 	} else if *p.Broker < 0 {
@@ -917,7 +992,7 @@ func (p *LogDirMove) validate() error {
 }
 
 func (p *BrokerFailed) validate() error {
-	errs := []error{checkReason(p.Reason), checkBroker("broker", p.Broker)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval), checkBroker("broker", p.Broker)}
 	if err := checkText(p.Rack, MaxTextLength); err != nil {
 		errs = append(errs, fmt.Errorf("data.rack: %w", err))
 	}
@@ -927,7 +1002,7 @@ func (p *BrokerFailed) validate() error {
 }
 
 func (p *BrokerDrain) validate() error {
-	errs := []error{checkReason(p.Reason), checkBroker("broker", p.Broker)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval), checkBroker("broker", p.Broker)}
 	errs = append(errs, checkTopicNames(p.Topics)...)
 	errs = append(errs, checkThrottle(p.ThrottleBytesPerSec)...)
 	return errors.Join(errs...)
@@ -945,7 +1020,7 @@ func checkTopicNames(topics []string) []error {
 }
 
 func (p *BrokerAdded) validate() error {
-	errs := []error{checkReason(p.Reason)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval)}
 	switch {
 	case p.Broker != nil && p.Brokers != nil:
 		errs = append(errs, errors.New("data.broker and data.brokers: give one of them"))
@@ -974,7 +1049,7 @@ func (p *BrokerAdded) validate() error {
 }
 
 func (p *PartitionOffline) validate() error {
-	errs := []error{checkReason(p.Reason)}
+	errs := []error{checkReason(p.Reason), checkApproval(p.Approval)}
 	if p.Topic != "" {
 		if err := CheckTopicName(p.Topic); err != nil {
 			errs = append(errs, fmt.Errorf("data.topic: %s: %w", clip(p.Topic), err))

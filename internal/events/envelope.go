@@ -46,6 +46,10 @@ const (
 	TypeClusterPause    = "cluster-pause"
 	TypeClusterResume   = "cluster-resume"
 	TypeOperationCancel = "operation-cancel"
+	// A person's answer to a plan awaiting approval: on the cluster's queue like the
+	// events that change it (an approved plan runs in its turn, under the lock).
+	TypePlanApproved = "plan-approved"
+	TypePlanDenied   = "plan-denied"
 )
 
 // TypeInfo describes one event type.
@@ -66,6 +70,8 @@ func Types() []TypeInfo {
 		{TypeClusterPause, "switch the automation off for a cluster: its events wait in order, not run (dry runs are still answered), until cluster-resume or data.until; an operation in flight finishes"},
 		{TypeClusterResume, "switch the automation back on for a paused cluster: its waiting events run in publish order"},
 		{TypeOperationCancel, "cancel an event: one waiting never runs; one running stops within seconds, copies in flight cancelled, what is not finished back as before, throttles put back (result cancelled)"},
+		{TypePlanApproved, "approve a plan awaiting approval (data.plan_id): it runs exactly as stored if nothing it depends on changed, else is rejected naming each difference"},
+		{TypePlanDenied, "deny a plan awaiting approval (data.plan_id, data.reason): its event ends denied, nothing changed"},
 		{TypePartitionOffline, "elect a leader for partitions that have none: a clean election where an in-sync replica is alive; unclean only when allowed (refused otherwise, naming the last in-sync replicas and the live candidates with their log end offsets)"},
 	}
 }

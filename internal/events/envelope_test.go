@@ -157,7 +157,7 @@ func TestValidToken(t *testing.T) {
 
 func TestTypes(t *testing.T) {
 	want := []string{"broker-overloaded", "replica-change-requested", "logdir-move-requested", "broker-failed", "broker-drain", "broker-added",
-		"cluster-pause", "cluster-resume", "operation-cancel", "partition-offline"}
+		"cluster-pause", "cluster-resume", "operation-cancel", "plan-approved", "plan-denied", "partition-offline"}
 	types := Types()
 	if len(types) != len(want) {
 		t.Fatalf("Types() has %d entries, want %d", len(types), len(want))

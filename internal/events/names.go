@@ -40,4 +40,8 @@ const (
 	// key = <cluster>.<event id>, value = the JSON request {"cluster","event","by",
 	// "cancel_event","reason","at"}, kept 7 days.
 	CancelsBucket = "KAFKAMENDER_CANCELS"
+	// PlansBucket holds the plans that wait, or waited, for a person's approval (package
+	// approval): key = <cluster>.<plan id>, value = the JSON plan with its fingerprint and
+	// its state (awaiting, approved, denied, expired, stale, cancelled), kept 8 days.
+	PlansBucket = "KAFKAMENDER_PLANS"
 )

@@ -46,7 +46,21 @@ const (
 	// back to its state before the event; throttles put back).
 	StatusCancelled Status = "cancelled"
 	StatusFailed    Status = "failed" // attempted; error says what, changes what was done
+	// StatusDenied: a person denied its plan (plan-denied); nothing changed.
+	StatusDenied Status = "denied"
+
+	// Interim statuses: published on the result subject for whoever waits, never stored
+	// as the event's result (its final result follows).
+	//
+	// StatusAwaitingApproval: its plan (changes) waits for a person's approval (plan_id,
+	// until expires_at); StatusApproved: the plan was approved and runs now.
+	StatusAwaitingApproval Status = "awaiting_approval"
+	StatusApproved         Status = "approved"
 )
+
+// Interim reports whether the status is not an event's final one (see
+// StatusAwaitingApproval): a waiter keeps waiting for the final result.
+func (s Status) Interim() bool { return s == StatusAwaitingApproval || s == StatusApproved }
 
 // OK reports whether the status means the request holds now (for the emitter's exit code).
 func (s Status) OK() bool { return s == StatusSucceeded || s == StatusNoop || s == StatusPlanned }
@@ -82,6 +96,10 @@ type Result struct {
 	// ThrottlesKept lists throttle configs the operation had set that someone else changed
 	// while it ran: left with their value, not restored.
 	ThrottlesKept []KeptThrottle `json:"throttles_kept,omitempty"`
+	// PlanID names the plan that waits for approval (awaiting_approval), or that was
+	// approved or denied, for the event; ExpiresAt is when it expires unanswered.
+	PlanID    string    `json:"plan_id,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 	// Truncated is set when the result is too large for one message: it is stored in
 	// parts, and what is published on the result subject (the head) has its lists cut to
 	// their first entries (see Head). A result read whole (pipeline.ReadResult) has its

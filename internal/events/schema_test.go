@@ -648,7 +648,7 @@ func TestResultSchemaMatchesResult(t *testing.T) {
 	}
 	table, _, _ = strings.Cut(table, "\n\n")
 	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z]+)` \\|").FindAllStringSubmatch(table, -1) {
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\|").FindAllStringSubmatch(table, -1) {
 		documented = append(documented, m[1])
 	}
 	slices.Sort(documented)

@@ -67,7 +67,7 @@ func TestNew(t *testing.T) {
 			name: "allow-lists: unknown type, no source, empty source",
 			l:    Limits{AllowedSources: map[string][]string{"broker-overload": {"a"}, "broker-overloaded": {"a", ""}, "replica-change-requested": {}}},
 			want: []string{
-				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel, partition-offline)",
+				"guardrails.allowed_sources.broker-overload: unknown event type (want one of broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel, plan-approved, plan-denied, partition-offline)",
 				"guardrails.allowed_sources.broker-overloaded[1]: empty source",
 				"guardrails.allowed_sources.replica-change-requested: lists no source (leave the type out to allow any source)",
 			},

@@ -226,7 +226,8 @@ func New(cfg Config) (*Handlers, error) {
 // Types lists the event types these handlers build tasks for.
 func (h *Handlers) Types() []string {
 	return []string{events.TypeBrokerOverloaded, events.TypeReplicaChangeRequested, events.TypeLogDirMoveRequested,
-		events.TypeBrokerFailed, events.TypeBrokerDrain, events.TypeBrokerAdded, events.TypePartitionOffline}
+		events.TypeBrokerFailed, events.TypeBrokerDrain, events.TypeBrokerAdded, events.TypePartitionOffline,
+		events.TypePlanApproved, events.TypePlanDenied}
 }
 
 // Clusters lists the clusters these handlers serve.

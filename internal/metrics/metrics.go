@@ -66,7 +66,7 @@ const (
 // Statuses lists every final result status.
 func Statuses() []events.Status {
 	return []events.Status{events.StatusSucceeded, events.StatusPartial, events.StatusNoop, events.StatusPlanned,
-		events.StatusFailed, events.StatusRejected, events.StatusExpired, events.StatusCancelled}
+		events.StatusFailed, events.StatusRejected, events.StatusExpired, events.StatusCancelled, events.StatusDenied}
 }
 
 // Options are the label values known at start-up, whose series exist from the start.
@@ -95,6 +95,7 @@ type Metrics struct {
 	lockWaits  *prometheus.GaugeVec
 	takeovers  prometheus.Counter
 	paused     *prometheus.GaugeVec
+	plans      *prometheus.GaugeVec
 
 	leadersMoved      *prometheus.CounterVec
 	replicasAdded     *prometheus.CounterVec
@@ -162,6 +163,8 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 			"Operations of this worker waiting for a cluster's lock now, by cluster.", "cluster"),
 		paused: gauge("cluster_paused",
 			"1 while the cluster is paused (cluster-pause: its events wait, not run), as this worker last saw it; else 0.", "cluster"),
+		plans: gauge("plans_awaiting_approval",
+			"Plans of the cluster that wait for a person's approval (plan-approved), as this worker's last sweep of the plans counted them.", "cluster"),
 		takeovers: prometheus.NewCounter(prometheus.CounterOpts{Namespace: Namespace, Name: "takeovers_total",
 			Help: "Operations of other events, left in the journal by a worker that is gone, that this worker finished or rolled back."}),
 
@@ -202,7 +205,7 @@ func New(reg prometheus.Registerer, o Options) (*Metrics, error) {
 
 func (m *Metrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.events, m.eventDuration, m.retries, m.deadLetters,
-		m.opDuration, m.inFlight, m.opStarted, m.lockWait, m.lockWaits, m.paused, m.takeovers,
+		m.opDuration, m.inFlight, m.opStarted, m.lockWait, m.lockWaits, m.paused, m.plans, m.takeovers,
 		m.leadersMoved, m.replicasAdded, m.replicasRemoved, m.bytesCopied, m.skipped, m.throttlesSet, m.throttlesRestored,
 		m.alerts, m.refused, m.dependencyUp, m.ready, m.buildInfo}
 }
@@ -228,6 +231,7 @@ func (m *Metrics) initSeries(o Options) {
 		m.lockWait.WithLabelValues(c)
 		m.lockWaits.WithLabelValues(c)
 		m.paused.WithLabelValues(c)
+		m.plans.WithLabelValues(c)
 		m.throttlesSet.WithLabelValues(c)
 		m.throttlesRestored.WithLabelValues(c, ThrottleRestored)
 		m.throttlesRestored.WithLabelValues(c, ThrottleKept)
@@ -240,6 +244,16 @@ func (m *Metrics) initSeries(o Options) {
 				m.skipped.WithLabelValues(c, typ, r)
 			}
 		}
+	}
+}
+
+// PlansAwaiting records how many plans of each cluster wait for approval.
+func (m *Metrics) PlansAwaiting(n map[string]int) {
+	if m == nil {
+		return
+	}
+	for c, v := range n {
+		m.plans.WithLabelValues(c).Set(float64(v))
 	}
 }
 
@@ -365,7 +379,9 @@ func (m *Metrics) Operation(res *events.Result) {
 	if !res.StartedAt.IsZero() && !res.FinishedAt.IsZero() {
 		m.opDuration.WithLabelValues(res.Type, string(res.Status)).Observe(res.FinishedAt.Sub(res.StartedAt).Seconds())
 	}
-	if res.Status == events.StatusPlanned {
+	// A plan (a dry run's, or one awaiting approval) changed nothing; an approval's result
+	// repeats the changes of the event it ran, which are counted under that event.
+	if res.Status == events.StatusPlanned || res.Status.Interim() || res.Type == events.TypePlanApproved {
 		return
 	}
 	var moved, added, removed, bytes int

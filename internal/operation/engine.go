@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/metrics"
@@ -59,6 +60,10 @@ type Config struct {
 	// how often a running operation asks (default DefaultCancelPoll).
 	Cancels    Cancels
 	CancelPoll time.Duration
+	// Approval is the approval policy (see approval.go); Plans stores the plans that wait
+	// (nil: none waits, and plan-approved / plan-denied are rejected).
+	Approval approval.Policy
+	Plans    Plans
 }
 
 // Engine carries out events' operations, one at a time per cluster (see the package doc).
@@ -89,6 +94,7 @@ func New(cfg Config) (*Engine, error) {
 		return nil, fmt.Errorf("operation: %v required", missing)
 	}
 	cfg.Clusters = slices.Clone(cfg.Clusters)
+	cfg.Approval = cfg.Approval.Clone()
 	if cfg.Decode == nil {
 		opts := events.DecodeOptions{Clusters: cfg.Clusters}
 		cfg.Decode = func(req json.RawMessage) (*events.Event, error) {
@@ -160,7 +166,12 @@ func (e *Engine) handle(ctx context.Context, d Delivery) (res *events.Result, er
 	if !slices.Contains(e.cfg.Clusters, ev.Cluster) {
 		return answer(res, Reject("unknown cluster %q", ev.Cluster))
 	}
-	if ev.DryRun() {
+	switch {
+	case ev.Type == events.TypePlanApproved || ev.Type == events.TypePlanDenied:
+		return e.decision(ctx, d, res)
+	case ev.AsksApproval() && (e.cfg.Plans == nil || len(e.cfg.Approval.Approvers) == 0):
+		return answer(res, Reject("data.approval: this worker has no approvers configured (approval.approvers): the plan could never be approved"))
+	case ev.DryRun():
 		return e.dryRun(ctx, ev, res)
 	}
 	// The guardrails first, without the lock: a source that may not send the event gets no
@@ -187,7 +198,7 @@ func (e *Engine) handle(ctx context.Context, d Delivery) (res *events.Result, er
 			return out, err
 		}
 	}
-	return e.locked(ctx, d, res, modeRun)
+	return e.locked(ctx, d, res, modeRun, nil)
 }
 
 // dryRun answers a dry run: the plan, with nothing changed and no lock taken. A plan over
@@ -211,6 +222,13 @@ func (e *Engine) dryRun(ctx context.Context, ev *events.Event, res *events.Resul
 	res.Status, res.Changes, res.Noop, res.Skipped = events.StatusPlanned, p.Changes, p.Noop, p.Skipped
 	for _, n := range p.Notes {
 		res.AddNote(n)
+	}
+	if sv, ok := e.cfg.Tasks.(Surveyor); ok && e.approvalWanted(ev) && len(p.Changes) > 0 {
+		if _, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, nil); err == nil {
+			if why := e.cfg.Approval.Requires(ev.Cluster, ev.Type, ev.AsksApproval(), approval.SizeOf(p.Changes, copied)); why != "" {
+				res.AddNote("run for real, this plan would wait for a person's approval: " + why)
+			}
+		}
 	}
 	return res, nil
 }
@@ -237,7 +255,7 @@ func (e *Engine) replayed(ctx context.Context, d Delivery) error {
 		}
 		return nil
 	}
-	_, err = e.locked(ctx, d, &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster}, modeReplayed)
+	_, err = e.locked(ctx, d, &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster}, modeReplayed, nil)
 	if err != nil {
 		log.Info("finish what the event's operation left after its result: not now; its next delivery does", zap.Error(err))
 		return retry.InFlight(err)
@@ -255,7 +273,7 @@ func (e *Engine) abandon(ctx context.Context, d Delivery, reason string) (*event
 		return nil, err // nothing of this event's is journaled
 	}
 	res := &events.Result{ID: ev.ID, Type: ev.Type, Cluster: ev.Cluster, Status: events.StatusFailed, Error: reason}
-	return e.locked(ctx, d, res, modeAbandon)
+	return e.locked(ctx, d, res, modeAbandon, nil)
 }
 
 // session is a cluster's lock held for one delivery.
@@ -311,15 +329,17 @@ func (e *Engine) acquire(ctx context.Context, d Delivery, log *zap.Logger) (*ses
 }
 
 // locked runs the delivery under the cluster's lock: it resolves the cluster's journal
-// entry, whatever it is, until this event's turn comes (Decide), then runs the event.
-func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m mode) (*events.Result, error) {
+// entry, whatever it is, until this event's turn comes (Decide), then runs the event:
+// run, when set, instead of a fresh run (an approval's).
+func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m mode,
+	run func(s *session, prev *journal.Record) (*events.Result, error)) (*events.Result, error) {
 	ev := d.Event()
 	log := e.eventLog(ev)
 	phase(log, "locking")
 	// The fresh plan's first read starts beside the lock and the journal read (Prefetcher);
 	// nil once discarded.
 	var pre Prefetch
-	if pf, ok := e.cfg.Tasks.(Prefetcher); ok && m == modeRun {
+	if pf, ok := e.cfg.Tasks.(Prefetcher); ok && m == modeRun && run == nil {
 		pre = pf.Prefetch(ctx, ev)
 	}
 	discard := func() {
@@ -391,6 +411,8 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 			return nil, nil // nothing (more) of this event's is journaled
 		case act == Replay:
 			return e.replay(s, ev)
+		case act == Fresh && run != nil:
+			return run(s, rec)
 		case act == Fresh:
 			return e.fresh(s, d, res, rec, pre, log)
 		case act == Close:
@@ -466,6 +488,12 @@ func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal
 	if err := e.cfg.Guard.Refuses(ev); err != nil {
 		return answer(res, err)
 	}
+	wanted := e.approvalWanted(ev)
+	if wanted {
+		if out, err := e.waiting(ctx, ev); out != nil || err != nil {
+			return out, err // its plan is stored already
+		}
+	}
 	t, err := e.cfg.Tasks.New(ctx, ev, res)
 	if err != nil {
 		return answer(res, err)
@@ -489,6 +517,15 @@ func (e *Engine) fresh(s *session, d Delivery, res *events.Result, prev *journal
 		}
 		Conclude(res, 0)
 		return res, nil
+	}
+	if wanted {
+		out, waits, err := e.propose(r, d, p)
+		if err != nil {
+			return answer(res, err)
+		}
+		if waits {
+			return out, nil
+		}
 	}
 	if err := e.begin(r, d, p, prev); err != nil {
 		if IsRejection(err) {
@@ -852,8 +889,9 @@ func (o *orphan) Attempt() int                      { return o.attempt }
 
 // LastAttempt: the orphan was tried once per delivery of its finder; on the finder's last
 // attempt it is final too, so that it never blocks the cluster's queue.
-func (o *orphan) LastAttempt() bool { return o.parent.LastAttempt() }
-func (o *orphan) Worker() string    { return o.parent.Worker() }
+func (o *orphan) LastAttempt() bool           { return o.parent.LastAttempt() }
+func (o *orphan) Worker() string              { return o.parent.Worker() }
+func (o *orphan) Announce(res *events.Result) { o.parent.Announce(res) }
 func (o *orphan) Progress(p events.Progress) {
 	p.ID = o.ev.ID
 	o.parent.Progress(p)

@@ -483,13 +483,13 @@ type rig struct {
 
 const cluster = "c1"
 
-func newRig(t *testing.T, partitions int) *rig {
+func newRig(t *testing.T, partitions int, opts ...func(*operation.Config)) *rig {
 	t.Helper()
 	store, mem := journal.NewMemory()
 	r := &rig{t: t, c: newFakeCluster(partitions), faults: &faults{}, journal: store, mem: mem,
 		results: operationtest.NewResults(), locks: operationtest.NewLocker(), guard: &fakeGuard{}, cancels: &fakeCancels{}}
 	r.tasks = &fakeTasks{c: r.c, faults: r.faults}
-	e, err := operation.New(operation.Config{Clusters: []string{cluster}, Tasks: r.tasks, Journal: store, Results: r.results, Locks: r.locks, Guard: r.guard,
+	cfg := operation.Config{Clusters: []string{cluster}, Tasks: r.tasks, Journal: store, Results: r.results, Locks: r.locks, Guard: r.guard,
 		Cancels: r.cancels, CancelPoll: 5 * time.Millisecond, Logger: zaptest.NewLogger(t), Hook: func(step string) {
 			r.mu.Lock()
 			h := r.hook
@@ -497,7 +497,11 @@ func newRig(t *testing.T, partitions int) *rig {
 			if h != nil {
 				h(step)
 			}
-		}})
+		}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e, err := operation.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/model"
 )
 
 // The engine's ports: narrow interfaces for what it uses, each implemented elsewhere
@@ -30,6 +32,9 @@ type Delivery interface {
 	// Progress publishes a progress report on the subject of its ID, and keeps the
 	// delivery's message alive.
 	Progress(p events.Progress)
+	// Announce publishes an interim result (events.Status.Interim) of any event on its
+	// result subject, without storing it; best effort.
+	Announce(res *events.Result)
 }
 
 // Results looks up and stores final results (pipeline.Results implements it): the engine
@@ -113,6 +118,24 @@ type Prefetcher interface {
 type Prefetch interface {
 	// Discard stops the read if it still runs and lets it go.
 	Discard()
+}
+
+// Surveyor is implemented by Tasks that can read the state a plan depends on (package
+// handlers): the engine needs it for plans that wait for approval.
+type Surveyor interface {
+	// Survey reads, afresh, the fingerprint of the state the changes depend on (each
+	// touched partition, the configs the plans read, the brokers), and the bytes their new
+	// replicas copy. floor is what the cluster's last operation left (reads must show at
+	// least that). An error is transient.
+	Survey(ctx context.Context, cluster string, changes []events.Change, floor []model.Seen) (approval.Fingerprint, int64, error)
+}
+
+// Plans stores the plans that wait for approval (*approval.Store).
+type Plans interface {
+	Get(ctx context.Context, cluster, id string) (*approval.Plan, uint64, error)
+	Create(ctx context.Context, p *approval.Plan) (stored *approval.Plan, created bool, err error)
+	Update(ctx context.Context, p *approval.Plan, rev uint64) (uint64, error)
+	List(ctx context.Context, clusters ...string) ([]*approval.Plan, error)
 }
 
 // Task is one event's operation.

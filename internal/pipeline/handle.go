@@ -265,6 +265,17 @@ func (p *Pipeline) conclude(ctx context.Context, d *delivery, job *Job, out outc
 		p.replay(ctx, d, res)
 		return
 	}
+	if res.Status.Interim() {
+		// Its final result comes later, from another event (a plan awaiting approval: the
+		// approval's, or the expiry's): the message is done with.
+		d.log.Info("event answered with an interim result; its final result follows", zap.String("status", string(res.Status)),
+			zap.String("plan_id", res.PlanID), zap.String("note", res.Note))
+		if err := announce(p.nc, res); err != nil {
+			d.log.Warn("publish the interim result failed (acknowledging anyway: the plan is stored)", zap.Error(err))
+		}
+		p.ackReplayed(ctx, d)
+		return
+	}
 	d.log.Info("event handled", zap.String("status", string(res.Status)), zap.String("error", res.Error),
 		zap.Int("changes", len(res.Changes)), zap.Int("skipped", len(res.Skipped)))
 	p.storeAndAck(ctx, d, res)
@@ -420,15 +431,21 @@ func (p *Pipeline) replay(ctx context.Context, d *delivery, res *events.Result) 
 // publishReplay publishes a stored result again, marked replayed.
 func (p *Pipeline) publishReplay(d *delivery, res *events.Result) {
 	res.Replayed = true
-	complete(res)
-	raw, err := json.Marshal(res)
-	if err == nil {
-		err = p.nc.PublishMsg(&nats.Msg{Subject: events.ResultSubject(res.ID), Data: raw,
-			Header: nats.Header{jetstream.ExpectedStreamHeader: []string{replayExpectedStream}}})
-	}
-	if err != nil {
+	if err := announce(p.nc, res); err != nil {
 		d.log.Warn("replay result failed (it is stored; acknowledging anyway)", zap.Error(err))
 	}
+}
+
+// announce publishes res on its result subject as a core NATS message that the results
+// stream refuses to store (it expects another stream): a replay, or an interim result.
+func announce(nc *nats.Conn, res *events.Result) error {
+	complete(res)
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return nc.PublishMsg(&nats.Msg{Subject: events.ResultSubject(res.ID), Data: raw,
+		Header: nats.Header{jetstream.ExpectedStreamHeader: []string{replayExpectedStream}}})
 }
 
 // ackReplayed acknowledges the message of an event whose stored result was replayed,

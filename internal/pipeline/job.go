@@ -142,6 +142,15 @@ func (j *Job) Progress(p events.Progress) {
 	_ = j.nc.Publish(events.ProgressSubject(p.ID), raw)
 }
 
+// Announce publishes res, an interim result (events.Status.Interim) of any event, on its
+// result subject for whoever waits, without storing it; best effort.
+func (j *Job) Announce(res *events.Result) {
+	if j.nc == nil || !res.Status.Interim() {
+		return
+	}
+	_ = announce(j.nc, res)
+}
+
 // Earlier returns the final result already stored for this job's event, if any.
 func (j *Job) Earlier(ctx context.Context) (*events.Result, bool, error) {
 	if j.results == nil {

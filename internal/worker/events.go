@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/cancel"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -102,16 +103,19 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	}
 	cancels := cancel.New(js)
 	eng, err := h.Engine(operation.Config{
-		Cancels: cancels,
-		Journal: journal.New(js),
-		Results: pipeline.ResultsOn(js),
-		Logger:  w.logger.Named("operation"),
-		Metrics: w.metrics,
-		Hook:    pauseHook(w.logger, ctx.Done()),
+		Cancels:  cancels,
+		Approval: cfg.Approval,
+		Plans:    approval.NewStore(js),
+		Journal:  journal.New(js),
+		Results:  pipeline.ResultsOn(js),
+		Logger:   w.logger.Named("operation"),
+		Metrics:  w.metrics,
+		Hook:     pauseHook(w.logger, ctx.Done()),
 	})
 	if err != nil {
 		return nil, err
 	}
+	w.engine = eng
 	hs := map[string]pipeline.Handler{}
 	for _, typ := range h.Types() {
 		hs[typ] = eng
@@ -135,6 +139,28 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 		Logger:          w.logger,
 		Metrics:         w.metrics,
 	})
+}
+
+// sweepPlans ends, every operation.DefaultSweep until ctx ends, the plans nobody
+// answered in time and those whose event was cancelled (operation.Engine.Sweep), and
+// records how many wait.
+func (w *Worker) sweepPlans(ctx context.Context) {
+	t := time.NewTicker(operation.DefaultSweep)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, operation.DefaultSweep*4)
+		waiting, err := w.engine.Sweep(sctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			w.logger.Info("sweep the plans awaiting approval", zap.Error(err))
+		}
+		w.metrics.PlansAwaiting(waiting)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // pipelineProbe reports whether the streams and consumer are set up.

@@ -19,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/metrics"
+	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/version"
 )
 
@@ -41,6 +42,7 @@ type Worker struct {
 	version  string
 	health   *health
 	metrics  *metrics.Metrics
+	engine   *operation.Engine // set by newPipeline, before Run starts the sweep of plans
 
 	probeInterval   time.Duration
 	probeTimeout    time.Duration
@@ -150,11 +152,16 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	// What makes the process useless until it starts again: it stops, /healthz says why,
 	// and Run returns it (the orchestrator restarts the worker).
 	fatal := make(chan error, 2)
+	sweepDone := make(chan struct{})
 	go func() {
 		defer close(consumeDone)
 		if err := pl.Run(consumeCtx); consumeCtx.Err() == nil {
 			fatal <- fmt.Errorf("the event pipeline stopped: %v", err)
 		}
+	}()
+	go func() {
+		defer close(sweepDone)
+		w.sweepPlans(consumeCtx)
 	}()
 	go func() {
 		select {
@@ -224,6 +231,7 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	// next write and leave their event for redelivery.
 	stopConsuming()
 	<-consumeDone
+	<-sweepDone
 	stopProbes()
 	<-probesDone
 

@@ -91,6 +91,7 @@ type Delivery struct {
 	mu        sync.Mutex
 	progress  []events.Progress
 	published *events.Result
+	announced []*events.Result
 }
 
 var _ operation.Delivery = (*Delivery)(nil)
@@ -140,6 +141,21 @@ func (d *Delivery) Progress(p events.Progress) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.progress = append(d.progress, p)
+}
+
+// Announce implements operation.Delivery: the interim results are kept (Announced).
+func (d *Delivery) Announce(res *events.Result) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c := *res
+	d.announced = append(d.announced, &c)
+}
+
+// Announced returns the interim results announced so far.
+func (d *Delivery) Announced() []*events.Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]*events.Result(nil), d.announced...)
 }
 
 // Reports returns the progress reports so far.
