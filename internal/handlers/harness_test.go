@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/cancel"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -80,6 +82,10 @@ type fleet struct {
 	// change the handlers' config of each worker started.
 	hook      func(step string)
 	configure func(*handlers.Config)
+	// approval, when set, is every worker's approval policy (plans in KAFKAMENDER_PLANS,
+	// swept every sweep, default 200ms).
+	approval *approval.Policy
+	sweep    time.Duration
 }
 
 func token(prefix string) string {
@@ -197,8 +203,11 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 		t.Fatal(err)
 	}
 	cancels := cancel.New(js)
-	eng, err := h.Engine(operation.Config{Journal: journal.New(js), Results: pipeline.ResultsOn(js), Logger: log, Hook: f.hook,
-		Cancels: cancels})
+	ocfg := operation.Config{Journal: journal.New(js), Results: pipeline.ResultsOn(js), Logger: log, Hook: f.hook, Cancels: cancels}
+	if f.approval != nil {
+		ocfg.Approval, ocfg.Plans = *f.approval, approval.NewStore(js)
+	}
+	eng, err := h.Engine(ocfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,9 +228,15 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	swept := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = pl.Run(ctx)
+		<-swept
+	}()
+	go func() {
+		defer close(swept)
+		eng.RunSweeps(ctx, cmp.Or(f.sweep, 200*time.Millisecond), nil)
 	}()
 	t.Cleanup(func() {
 		cancel()

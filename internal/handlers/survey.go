@@ -18,13 +18,14 @@ import (
 var _ operation.Surveyor = (*Handlers)(nil)
 
 // Survey implements operation.Surveyor: the fingerprint of the state a plan of changes
-// depends on, read afresh (at least as new as floor), and the bytes its new replicas copy.
+// depends on, read afresh (at least as new as floor), and (bytes) the bytes its new
+// replicas copy.
 // The fingerprint holds each touched partition's replicas, ISR, leader and ongoing
 // reassignment, for log-dir moves the moving replica's directory (and a future one in
 // flight), each touched topic's min.insync.replicas (the configuration the plans read:
 // pacing, and the brokers' room), and the brokers with their racks (placement and rack
 // spreading read them).
-func (h *Handlers) Survey(ctx context.Context, cluster string, changes []events.Change, floor []model.Seen) (approval.Fingerprint, int64, error) {
+func (h *Handlers) Survey(ctx context.Context, cluster string, changes []events.Change, floor []model.Seen, bytes bool) (approval.Fingerprint, int64, error) {
 	var fp approval.Fingerprint
 	c, ok := h.cfg.Clusters[cluster]
 	if !ok {
@@ -90,7 +91,7 @@ func (h *Handlers) Survey(ctx context.Context, cluster string, changes []events.
 	}
 	fp = fp.Sorted()
 	var copied int64
-	if needsCopy(changes) {
+	if bytes && needsCopy(changes) {
 		copied = expectedBytes(ctx, kadm.NewClient(c.Client), changes)
 	}
 	return fp, copied, nil

@@ -70,7 +70,7 @@ func (e *Engine) propose(r *Run, d Delivery, p *Planned) (*events.Result, bool, 
 	if !ok {
 		return res, false, fmt.Errorf("approval: the tasks of this worker cannot read a plan's fingerprint")
 	}
-	fp, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, r.floor)
+	fp, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, r.floor, true)
 	if err != nil {
 		return res, false, err
 	}
@@ -300,7 +300,7 @@ func (e *Engine) approved(s *session, d Delivery, res *events.Result, prev *jour
 	if !ok {
 		return res, fmt.Errorf("approval: the tasks of this worker cannot read a plan's fingerprint")
 	}
-	fp, _, err := sv.Survey(ctx, ev.Cluster, p.Changes, left)
+	fp, _, err := sv.Survey(ctx, ev.Cluster, p.Changes, left, false)
 	if err != nil {
 		return res, err
 	}
@@ -378,6 +378,32 @@ func mirror(res *events.Result, p *approval.Plan, of *events.Result) *events.Res
 	res.ThrottlesKept, res.ControllerFailover = of.ThrottlesKept, of.ControllerFailover
 	res.AddNote(fmt.Sprintf("approved plan %s of event %s, which ran it: its result (%s) is stored under %s", p.ID, p.Event, of.Status, p.Event))
 	return res
+}
+
+// RunSweeps runs Sweep every interval until ctx ends, giving record how many plans of
+// each cluster wait after each sweep (the metric); a failed sweep is logged.
+func (e *Engine) RunSweeps(ctx context.Context, every time.Duration, record func(map[string]int)) {
+	if e.cfg.Plans == nil {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, 4*every)
+		waiting, err := e.Sweep(sctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			e.log.Info("sweep the plans awaiting approval", zap.Error(err))
+		}
+		if record != nil && waiting != nil {
+			record(waiting)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // KeepApprovedWatch is how long Sweep watches an approved plan for an approval that ended

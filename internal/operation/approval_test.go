@@ -101,7 +101,7 @@ type surveyed struct {
 	leaderOf map[int32]int32
 }
 
-func (s *surveyed) Survey(_ context.Context, _ string, changes []events.Change, _ []model.Seen) (approval.Fingerprint, int64, error) {
+func (s *surveyed) Survey(_ context.Context, _ string, changes []events.Change, _ []model.Seen, _ bool) (approval.Fingerprint, int64, error) {
 	replicas, _, _ := s.c.read()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -224,7 +224,7 @@ func (e *Engine) dryRun(ctx context.Context, ev *events.Event, res *events.Resul
 		res.AddNote(n)
 	}
 	if sv, ok := e.cfg.Tasks.(Surveyor); ok && e.approvalWanted(ev) && len(p.Changes) > 0 {
-		if _, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, nil); err == nil {
+		if _, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, nil, true); err == nil {
 			if why := e.cfg.Approval.Requires(ev.Cluster, ev.Type, ev.AsksApproval(), approval.SizeOf(p.Changes, copied)); why != "" {
 				res.AddNote("run for real, this plan would wait for a person's approval: " + why)
 			}

@@ -124,10 +124,10 @@ type Prefetch interface {
 // handlers): the engine needs it for plans that wait for approval.
 type Surveyor interface {
 	// Survey reads, afresh, the fingerprint of the state the changes depend on (each
-	// touched partition, the configs the plans read, the brokers), and the bytes their new
-	// replicas copy. floor is what the cluster's last operation left (reads must show at
-	// least that). An error is transient.
-	Survey(ctx context.Context, cluster string, changes []events.Change, floor []model.Seen) (approval.Fingerprint, int64, error)
+	// touched partition, the configs the plans read, the brokers), and, when bytes is
+	// set, the bytes their new replicas copy (else 0). floor is what the cluster's last
+	// operation left (reads must show at least that). An error is transient.
+	Survey(ctx context.Context, cluster string, changes []events.Change, floor []model.Seen, bytes bool) (approval.Fingerprint, int64, error)
 }
 
 // Plans stores the plans that wait for approval (*approval.Store).

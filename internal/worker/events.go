@@ -141,28 +141,6 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	})
 }
 
-// sweepPlans ends, every operation.DefaultSweep until ctx ends, the plans nobody
-// answered in time and those whose event was cancelled (operation.Engine.Sweep), and
-// records how many wait.
-func (w *Worker) sweepPlans(ctx context.Context) {
-	t := time.NewTicker(operation.DefaultSweep)
-	defer t.Stop()
-	for {
-		sctx, cancel := context.WithTimeout(ctx, operation.DefaultSweep*4)
-		waiting, err := w.engine.Sweep(sctx)
-		cancel()
-		if err != nil && ctx.Err() == nil {
-			w.logger.Info("sweep the plans awaiting approval", zap.Error(err))
-		}
-		w.metrics.PlansAwaiting(waiting)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
 // pipelineProbe reports whether the streams and consumer are set up.
 func pipelineProbe(p *pipeline.Pipeline) probeFunc {
 	return func(context.Context) (string, error) {

@@ -161,7 +161,8 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 	}()
 	go func() {
 		defer close(sweepDone)
-		w.sweepPlans(consumeCtx)
+		// Plans nobody answered in time end expired (their events' results), on any worker.
+		w.engine.RunSweeps(consumeCtx, operation.DefaultSweep, w.metrics.PlansAwaiting)
 	}()
 	go func() {
 		select {
