@@ -88,6 +88,8 @@ type rig struct {
 	adm   *kadm.Client
 	// maxAttempts, when set, is every worker's nats.max_attempts.
 	maxAttempts int
+	// extra, when set, is more top-level configuration for every worker (YAML).
+	extra string
 }
 
 func newRig(t *testing.T, env *testenv.Env, real string) *rig {
@@ -141,7 +143,7 @@ clusters:
   %s:
     bootstrap_servers: [%s]
 %s    strategy: auto
-`, name, stack.NATSURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk)
+`, name, stack.NATSURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk) + r.extra
 }
 
 // Where the fault tests' workers keep their locks: lock.root and lock.nats.bucket.

@@ -92,6 +92,8 @@ type Entry struct {
 	// Request is the event's message as received (subject, headers, body), so that any
 	// holder of the lock can decode the event again and finish its operation.
 	Request json.RawMessage `json:"request"`
+	// PlanID, for an approved plan (package approval), names it: its event's result says it.
+	PlanID string `json:"plan_id,omitempty"`
 	// Worker and Attempt are the writer of the last revision and its delivery attempt.
 	Worker  string `json:"worker"`
 	Attempt int    `json:"attempt"`

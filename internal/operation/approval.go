@@ -313,7 +313,7 @@ func (e *Engine) approved(s *session, d Delivery, res *events.Result, prev *jour
 		return e.stale(ctx, res, p, nil, fmt.Sprintf("its stored request no longer decodes (%v)", err))
 	}
 	now := time.Now()
-	entry := journal.Entry{Event: p.Event, Type: p.Type, Cluster: p.Cluster, Request: p.Request, Worker: d.Worker(), Attempt: 1,
+	entry := journal.Entry{Event: p.Event, Type: p.Type, Cluster: p.Cluster, Request: p.Request, PlanID: p.ID, Worker: d.Worker(), Attempt: 1,
 		Strategy: p.Strategy, Step: journal.StepPlanned, Changes: p.Changes, Skipped: p.Skipped, Noop: p.Noop, Notes: p.Notes, Floor: left}
 	if p.Timeout > 0 {
 		entry.Deadline = now.Add(p.Timeout).UTC()

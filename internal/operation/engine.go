@@ -598,6 +598,9 @@ func (e *Engine) carry(s *session, d Delivery, rec *journal.Record, act Action, 
 	if res.Strategy == "" {
 		res.Strategy = rec.Strategy
 	}
+	if res.PlanID == "" {
+		res.PlanID = rec.PlanID
+	}
 	r := &Run{Event: ev, Result: res, Op: op, Log: log, lease: s.lease, ctx: ctx, deliv: d, hook: e.cfg.Hook, final: d.LastAttempt()}
 	switch act {
 	case Resume:
