@@ -249,6 +249,18 @@ func TestApprovalAnswers(t *testing.T) {
 		t.Errorf("stored: %s", stored.Status)
 	}
 
+	// An event cancelled while its plan waits ends cancelled; its plan can no longer run.
+	ev3 := f.event(events.TypeReplicaChangeRequested, rfData(topic, 3, nil))
+	ch3, waiting3 := f.propose(ev3)
+	f.run(f.event(events.TypeOperationCancel, map[string]any{"id": ev3.ID, "reason": "changed my mind"}))
+	if final := wait(t, ch3, time.Minute); final.Status != events.StatusCancelled || !strings.Contains(final.Error, "changed my mind") {
+		t.Errorf("event cancelled while its plan waits: %s (%q)", final.Status, final.Error)
+	}
+	if _, r := f.answer(events.TypePlanApproved, waiting3.PlanID, "oncall/alice", ""); r.Status != events.StatusRejected ||
+		!strings.Contains(r.Error, "was cancelled") {
+		t.Errorf("approval after the cancel: %s (%q)", r.Status, r.Error)
+	}
+
 	// A plan nobody answers expires; an approval after that is rejected.
 	g := newFleet(t, env, "kraft")
 	g.approval = &approval.Policy{Approvers: []string{"*"}, Expiry: 2 * time.Second, Rules: []approval.Rule{{Require: approval.Always}}}
