@@ -11,12 +11,13 @@ import (
 
 // commandNames are the emitter's commands, for completion.
 var commandNames = []string{"publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-	"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "status", "result",
-	"completion", "help", "--version"}
+	"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "approve", "deny",
+	"plans", "plan", "status", "result", "completion", "help", "--version"}
 
 // completionScript completes the command names, then each command's flags as its own
 // --help lists them (asked of the emitter being completed, so that the flags are never
-// out of date), and the values of -o/--output. zsh runs it through bashcompinit.
+// out of date; emitter plan: its subcommand show, then show's flags), and the values of
+// -o/--output. zsh runs it through bashcompinit.
 const completionScript = `# kafkamender emitter completion (bash; zsh: autoload -U bashcompinit && bashcompinit first)
 _kafkamender_emitter() {
   local cur prev
@@ -26,14 +27,19 @@ _kafkamender_emitter() {
     COMPREPLY=( $(compgen -W "%s" -- "$cur") )
     return
   fi
+  if [ "$COMP_CWORD" -eq 2 ] && [ "${COMP_WORDS[1]}" = plan ]; then
+    COMPREPLY=( $(compgen -W "show" -- "$cur") )
+    return
+  fi
   case "$prev" in
     -o|--output) COMPREPLY=( $(compgen -W "table json" -- "$cur") ); return ;;
     completion) COMPREPLY=( $(compgen -W "bash zsh" -- "$cur") ); return ;;
   esac
   case "$cur" in
     -*)
-      local flags
-      flags=$("${COMP_WORDS[0]}" "${COMP_WORDS[1]}" --help 2>/dev/null | grep -oE '^  --[a-z0-9-]+' | tr -d ' ')
+      local flags sub=""
+      [ "${COMP_WORDS[1]}" = plan ] && sub=show
+      flags=$("${COMP_WORDS[0]}" "${COMP_WORDS[1]}" $sub --help 2>/dev/null | grep -oE '^  --[a-z0-9-]+' | tr -d ' ')
       COMPREPLY=( $(compgen -W "$flags" -- "$cur") )
       ;;
   esac
@@ -56,8 +62,8 @@ func runCompletion(_ context.Context, args []string, e env) int {
 
 const completionUsage = `Usage: emitter completion bash|zsh
 
-Prints a shell completion script: the commands, each command's flags, and the
-values of -o. Load it in the shell's start-up file:
+Prints a shell completion script: the commands (and plan's subcommand show),
+each command's flags, and the values of -o. Load it in the shell's start-up file:
 
     source <(emitter completion bash)                                 # ~/.bashrc
     autoload -U bashcompinit && bashcompinit

@@ -71,6 +71,10 @@ type eventFlags struct {
 	// idFlag names the flag of the event's own id; "": --id (emitter cancel's --id names
 	// the event to cancel, its own is --cancel-id).
 	idFlag string
+	// clusterOptional: --cluster may be left out, the command finds it (emitter approve and
+	// deny read it from the plan); clusterUsage is then the flag's help.
+	clusterOptional bool
+	clusterUsage    string
 }
 
 // register defines the shared flags on fs.
@@ -79,7 +83,11 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	if timeout == 0 {
 		timeout = defaultWaitTimeout
 	}
-	fs.StringVar(f.cluster, "cluster", "", "Kafka `cluster`, as named in the workers' config (required)")
+	clusterUsage := "Kafka `cluster`, as named in the workers' config (required)"
+	if f.clusterOptional {
+		clusterUsage = f.clusterUsage
+	}
+	fs.StringVar(f.cluster, "cluster", "", clusterUsage)
 	fs.StringVar(f.reason, "reason", "", "why, in a few `words`: kept with the result for the audit trail")
 	fs.BoolVar(f.dryRun, "dry-run", false, "ask the worker for the plan only: the event is published, the worker changes nothing (result status \"planned\")")
 	fs.BoolVar(f.wait, "wait", false, "wait for the result and print it; progress goes to stderr")
@@ -128,7 +136,10 @@ func parseCommandLine(fs *flag.FlagSet, args []string, e env, printUsage func(io
 // there is none, it fills in the defaults of the id, the source and the NATS
 // URL.
 func (f eventFlags) check(e env, own []error) error {
-	errs := checkClusterFlag(*f.cluster)
+	var errs []error
+	if !f.clusterOptional || *f.cluster != "" {
+		errs = checkClusterFlag(*f.cluster)
+	}
 	errs = append(errs, own...)
 	errs = append(errs, checkOutputFlag(*f.output)...)
 	if *f.print && *f.wait {
@@ -228,6 +239,12 @@ type eventCommand interface {
 	build(now time.Time) (ev events.Envelope, subject string, body []byte, err error)
 }
 
+// progressOfOthers is an event command whose --wait also shows the progress of other
+// events (emitter approve: the progress of the plan's event, which the approval runs).
+type progressOfOthers interface {
+	progressOf() []string
+}
+
 // parseExit says whether the command called name stops after parsing its
 // command line, which gave parseErr (see parseCommandLine), and with which
 // exit status: exitOK after help, exitUsage after a usage error, which it
@@ -272,10 +289,14 @@ func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, 
 	}
 
 	if *f.wait {
-		return publishAndWait(ctx, e, name, waitRequest{
+		req := waitRequest{
 			natsURL: *f.natsURL, natsAuth: *f.natsAuth, timeout: *f.timeout, output: *f.output,
-			subject: subject, id: ev.ID, body: body,
-		})
+			cluster: *f.cluster, subject: subject, id: ev.ID, body: body,
+		}
+		if c, ok := cmd.(progressOfOthers); ok {
+			req.progressOf = c.progressOf()
+		}
+		return publishAndWait(ctx, e, name, req)
 	}
 
 	timeout := min(*f.timeout, publishTimeout)
@@ -295,10 +316,11 @@ func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, 
 const eventCommandUsageTail = `Exit status:
     0  published; with --wait: the result is succeeded, noop or planned
     1  publishing failed; with --wait: the result is partial, failed, rejected,
-       expired or cancelled
+       denied, expired or cancelled
     2  usage error
-    3  with --wait: no result within --timeout (the event stays queued; look
-       for its result later with 'emitter result --id ID')
+    3  with --wait: no result within --timeout (the event stays queued, or its
+       plan waits for approval; look for its result later with
+       'emitter result --id ID')
 
 Flags:
 `

@@ -11,6 +11,8 @@
 //	emitter broker-added --cluster local --brokers 4,5,6 --dry-run --wait
 //	emitter partition-offline --cluster local --topic orders --dry-run --wait
 //	emitter result --id a1b2
+//	emitter plans --cluster local
+//	emitter approve --id plan-5c0e1d2a3b4c5d6e7f80 --reason "INC-7" --wait
 //
 // Run emitter --help for the whole story. Exit status: 0 ok, 1 failure (or a
 // result that is not succeeded, noop or planned), 2 usage error, 3 no result
@@ -90,13 +92,18 @@ func run(ctx context.Context, args []string, e env) int {
 		"pause":              runPause,
 		"resume":             runResume,
 		"cancel":             runCancel,
+		"approve":            runApprove,
+		"deny":               runDeny,
+		"plans":              runPlans,
+		"plan":               runPlan,
 		"status":             runStatus,
 		"result":             runResult,
 		"completion":         runCompletion,
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel", "status", "result", "completion":
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel",
+		"approve", "deny", "plans", "plan", "status", "result", "completion":
 		return commands[cmd](ctx, rest, e)
 	case "version", "-version", "--version":
 		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
@@ -146,6 +153,10 @@ Usage:
     emitter pause --cluster CLUSTER --reason WORDS [--until TIME] [flags]
     emitter resume --cluster CLUSTER [flags]
     emitter cancel --cluster CLUSTER --id EVENT-ID [flags]
+    emitter approve --id PLAN-ID [--cluster CLUSTER] [--reason WORDS] [flags]
+    emitter deny --id PLAN-ID [--cluster CLUSTER] --reason WORDS [flags]
+    emitter plans [--cluster CLUSTER] [--all] [flags]
+    emitter plan show --id PLAN-ID [--cluster CLUSTER] [flags]
     emitter status [--cluster CLUSTER] [flags]
     emitter result --id ID [flags]
     emitter completion bash|zsh
@@ -195,8 +206,15 @@ Commands:
     cancel            cancel an event (an operation-cancel event): one waiting
                       never runs; one running stops, what is not finished goes
                       back as before, throttles put back (result cancelled)
+    approve           approve a plan that waits for approval (a plan-approved
+                      event): it runs exactly as stored if the cluster still
+                      matches it; --wait prints the outcome
+    deny              deny a plan that waits for approval (a plan-denied
+                      event): its event ends denied, nothing changed
+    plans             list the plans awaiting approval (bucket ` + events.PlansBucket + `)
+    plan show         show one plan, partition by partition
     status            per cluster: paused or not, the lock, the operation in
-                      flight, the events waiting
+                      flight, the events waiting, the plans awaiting approval
     completion        print a shell completion script (bash, zsh)
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
@@ -204,7 +222,10 @@ A worker publishes one result for every event on
 ` + events.ResultSubject("<event-id>") + ` (kept in stream ` + events.ResultsStream + `) and
 progress reports on ` + events.ProgressSubject("<event-id>") + `. With --wait, the
 commands show the progress of replica copies on stderr: a live progress bar
-when stderr is a terminal, a line per report otherwise.
+when stderr is a terminal, a line per report otherwise. An event whose plan
+waits for a person's approval is answered first with the interim result
+` + string(events.StatusAwaitingApproval) + ` (then ` + string(events.StatusApproved) + `): --wait says so on stderr and
+keeps waiting for the final result.
 
 Event types:
 `)
@@ -218,9 +239,10 @@ data fields of each event type.
 Exit status:
     0  ok; with --wait or for result: the status is succeeded, noop or planned
     1  failure; with --wait or for result: the status is partial, failed,
-       rejected, expired or cancelled
+       rejected, denied, expired or cancelled
     2  usage error
-    3  --wait: no result within --timeout (the event stays queued)
+    3  --wait: no result within --timeout (the event stays queued, or its plan
+       waits for approval)
     4  result: no result stored for the event id
 `)
 	_, _ = io.WriteString(w, b.String())

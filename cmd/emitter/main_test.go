@@ -80,7 +80,7 @@ func TestUsageErrors(t *testing.T) {
 		{"wildcard cluster", []string{"publish", "--cluster", "*", "--type", "broker-overloaded", "--data", "{}"},
 			[]string{`--cluster "*": not a valid subject token`}},
 		{"unknown type", []string{"publish", "--cluster", "local", "--type", "broker-down", "--data", "{}"},
-			[]string{`--type "broker-down": unknown event type (want broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel or partition-offline)`}},
+			[]string{`--type "broker-down": unknown event type (want broker-overloaded, replica-change-requested, logdir-move-requested, broker-failed, broker-drain, broker-added, cluster-pause, cluster-resume, operation-cancel, plan-approved, plan-denied or partition-offline)`}},
 		{"data not json", []string{"publish", "--cluster", "local", "--type", "broker-overloaded", "--data", "{broker:1}"},
 			[]string{"--data: not valid JSON"}},
 		{"data array", []string{"publish", "--cluster", "local", "--type", "broker-overloaded", "--data", "[1]"},

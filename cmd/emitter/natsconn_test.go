@@ -100,7 +100,7 @@ func TestResolveNATS(t *testing.T) {
 // Every command that talks to NATS has the connection flags.
 func TestNATSFlagsEverywhere(t *testing.T) {
 	for _, cmd := range []string{"publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "result"} {
+		"broker-failed", "broker-drain", "broker-added", "partition-offline", "result", "approve", "deny", "plans", "plan"} {
 		e, stdout, _ := testEnv(nil)
 		run(t.Context(), []string{cmd, "--help"}, e)
 		for _, flag := range []string{"--server URLS", "--nats-url", "--context NAME", "--creds FILE", "--nkey FILE", "--user USER", "--password PASSWORD", "--tlsca FILE", "--tlscert FILE", "--tlskey FILE"} {

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/guardrails"
@@ -172,6 +173,10 @@ clusters: {local: {bootstrap_servers: [%q]}}
 	// A pause through the worker's control consumer: an event of the cluster waits (its
 	// progress says why, /readyz and the metric show the pause), and runs on resume.
 	pauseWorld(t, w.Addr(), emitterVars)
+
+	// The plans awaiting approval, read with the emitter's read-only permissions; an
+	// approval the worker rejects (no approval.approvers configured).
+	plansWorld(t, s.ClientURL(), workerPW, emitterVars)
 
 	// A result too large for one message, stored by the worker (parts, then the head),
 	// read whole by the emitter.
@@ -464,5 +469,47 @@ func pauseWorld(t *testing.T, addr string, emitterVars map[string]string) {
 		if time.Now().After(deadline) {
 			t.Fatal("the held event has no result after the resume")
 		}
+	}
+}
+
+// plansWorld stores a plan awaiting approval as a worker does, and reads it with the
+// emitter (plans, plan show, status), which then approves it: the worker, whose
+// configuration lists no approvers, rejects the approval.
+func plansWorld(t *testing.T, url, workerPW string, emitterVars map[string]string) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.UserInfo("kafkamender-worker", workerPW))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := storedPlan("local", "perm-planned", approval.Awaiting)
+	p.CreatedAt, p.ExpiresAt = time.Now().UTC(), time.Now().UTC().Add(time.Hour)
+	if _, created, err := approval.NewStore(js).Create(t.Context(), p); err != nil || !created {
+		t.Fatalf("store a plan: %v %v", created, err)
+	}
+	emit := func(want int, args ...string) string {
+		t.Helper()
+		e, stdout, stderr := testEnv(emitterVars)
+		if code := run(t.Context(), args, e); code != want {
+			t.Fatalf("emitter %v: exit %d, want %d\n%s%s", args, code, want, stdout, stderr)
+		}
+		return stdout.String() + stderr.String()
+	}
+	if out := emit(exitOK, "plans", "--all"); !strings.Contains(out, p.ID) {
+		t.Errorf("emitter plans:\n%s", out)
+	}
+	if out := emit(exitOK, "plan", "show", "--id", p.ID); !strings.Contains(out, "plan "+p.ID+": awaiting approval") {
+		t.Errorf("emitter plan show:\n%s", out)
+	}
+	emit(exitFailure, "plan", "show", "--id", "plan-unknown", "--cluster", "local")
+	if out := emit(exitOK, "status", "--cluster", "local"); !strings.Contains(out, "approval:   1 plan awaiting: "+p.ID) {
+		t.Errorf("emitter status:\n%s", out)
+	}
+	if out := emit(exitFailure, "approve", "--id", p.ID, "--approve-id", "perm-approve", "--wait", "--timeout", "30s"); !strings.Contains(out, "may not approve or deny plans") {
+		t.Errorf("emitter approve, by a source the worker does not allow:\n%s", out)
 	}
 }

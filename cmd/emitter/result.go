@@ -62,10 +62,11 @@ Prints the result a worker published for event ID, as kept in stream %s
 
 Exit status:
     0  the result's status is succeeded, noop or planned
-    1  the status is partial, failed, rejected, expired or cancelled; or
-       reading failed
+    1  the status is partial, failed, rejected, denied, expired or cancelled;
+       or reading failed
     2  usage error
-    4  no result stored for the event (not handled yet, unknown id, or aged out)
+    4  no result stored for the event (not handled yet, its plan waits for
+       approval, unknown id, or aged out)
 
 Flags:
 `, events.ResultsStream, events.ResultSubject("<id>"))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kvbucket"
@@ -74,7 +75,8 @@ Says, for each cluster (read from NATS, as the workers keep it):
   - the operation in flight: its event, type, step, worker and attempt, how many
     partitions it changes and how many copies it submitted (bucket %s);
   - the events waiting in the cluster's queue, and the one out (consumer
-    NAME_<cluster> of stream %s).
+    NAME_<cluster> of stream %s);
+  - the plans awaiting approval (bucket %s; 'emitter plans' lists them).
 
 Exit status:
     0  read
@@ -82,7 +84,7 @@ Exit status:
     2  usage error
 
 Flags:
-`, events.PausesBucket, events.JournalBucket, events.EventsStream)
+`, events.PausesBucket, events.JournalBucket, events.EventsStream, events.PlansBucket)
 	printFlags(w, fs)
 }
 
@@ -98,6 +100,8 @@ type clusterStatus struct {
 	Out     int    `json:"out"`
 	// ControlWaiting counts the control events (pause, resume, cancel) not yet taken.
 	ControlWaiting uint64 `json:"control_waiting"`
+	// PlansAwaiting are the ids of the cluster's plans awaiting approval, oldest first.
+	PlansAwaiting []string `json:"plans_awaiting"`
 }
 
 type lockStatus struct {
@@ -178,10 +182,17 @@ func readStatus(ctx context.Context, js jetstream.JetStream, o statusOptions) ([
 		}
 		slices.Sort(clusters)
 	}
+	awaiting, err := plansAwaiting(ctx, js, clusters)
+	if err != nil {
+		return nil, err
+	}
 	pauses, jr := pause.New(js, kvbucket.Existing()), journal.NewReader(js)
 	out := make([]clusterStatus, 0, len(clusters))
 	for _, c := range clusters {
-		s := clusterStatus{Cluster: c}
+		s := clusterStatus{Cluster: c, PlansAwaiting: awaiting[c]}
+		if s.PlansAwaiting == nil {
+			s.PlansAwaiting = []string{}
+		}
 		if s.Paused, err = pauses.Get(ctx, c); err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return nil, err
 		}
@@ -205,6 +216,28 @@ func readStatus(ctx context.Context, js jetstream.JetStream, o statusOptions) ([
 			s.ControlWaiting = ci.NumPending + uint64(ci.NumAckPending)
 		}
 		out = append(out, s)
+	}
+	return out, nil
+}
+
+// plansAwaiting reads the ids of the plans awaiting approval of clusters, by cluster; none
+// when the plans' bucket does not exist (no plan ever waited).
+func plansAwaiting(ctx context.Context, js jetstream.JetStream, clusters []string) (map[string][]string, error) {
+	if len(clusters) == 0 {
+		return nil, nil
+	}
+	plans, err := approval.ReadStore(js).List(ctx, clusters...)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("plans awaiting approval (bucket %s): %w", events.PlansBucket, err)
+	}
+	out := map[string][]string{}
+	for _, p := range plans {
+		if p.State == approval.Awaiting {
+			out[p.Cluster] = append(out[p.Cluster], p.ID)
+		}
 	}
 	return out, nil
 }
@@ -268,6 +301,9 @@ func kvValue(ctx context.Context, js jetstream.JetStream, bucket, key string) ([
 	return e.Value(), nil
 }
 
+// maxStatusPlans is how many ids of plans awaiting approval status names per cluster.
+const maxStatusPlans = 5
+
 // writeStatus prints the clusters' status, a block each.
 func writeStatus(w io.Writer, st []clusterStatus, now time.Time) {
 	if len(st) == 0 {
@@ -301,5 +337,15 @@ func writeStatus(w io.Writer, st []clusterStatus, now time.Time) {
 		}
 		fmt.Fprintf(w, "  in flight:  %s\n", flight)
 		fmt.Fprintf(w, "  waiting:    %d events, %d out; %d control events\n", s.Waiting, s.Out, s.ControlWaiting)
+		plans := "none awaiting"
+		if n := len(s.PlansAwaiting); n > 0 {
+			ids := s.PlansAwaiting[:min(n, maxStatusPlans)]
+			more := ""
+			if n > len(ids) {
+				more = fmt.Sprintf(" and %d more", n-len(ids))
+			}
+			plans = fmt.Sprintf("%s awaiting: %s%s (emitter plans --cluster %s)", plural(n, "plan"), strings.Join(ids, ", "), more, s.Cluster)
+		}
+		fmt.Fprintf(w, "  approval:   %s\n", plans)
 	}
 }

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
@@ -26,9 +28,13 @@ type waitRequest struct {
 	natsAuth natsAuth
 	timeout  time.Duration // for everything: connecting, publishing and waiting
 	output   string        // outputTable or outputJSON
+	cluster  string        // the event's
 	subject  string
 	id       string
 	body     []byte
+	// progressOf are other events whose progress is shown while waiting (emitter approve:
+	// the plan's event, which the approval runs).
+	progressOf []string
 }
 
 // received is a result as it came, raw and decoded.
@@ -93,10 +99,14 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 	// Subscribe before publishing, so that a quick result is not missed.
 	results := make(chan *nats.Msg, 8)
 	progress := make(chan *nats.Msg, 256)
-	for subject, ch := range map[string]chan *nats.Msg{
+	subjects := map[string]chan *nats.Msg{
 		events.ResultSubject(req.id):   results,
 		events.ProgressSubject(req.id): progress,
-	} {
+	}
+	for _, id := range req.progressOf {
+		subjects[events.ProgressSubject(id)] = progress
+	}
+	for subject, ch := range subjects {
 		sub, err := nc.ChanSubscribe(subject, ch)
 		if err != nil {
 			return fail("subscribe to %s: %v", subject, err)
@@ -115,7 +125,10 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 	}
 	fmt.Fprintln(e.stderr, publishedLine(req.id, ack))
 
-	var got *received
+	var (
+		got     *received
+		interim *events.Result // the last interim result received
+	)
 	if ack.Duplicate {
 		// JetStream did not store the event again: the earlier one with this
 		// id may have run already, and its result be stored.
@@ -125,6 +138,10 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 			fmt.Fprintf(e.stderr, "event %s was published before; looking up its result failed: %v\n", req.id, err)
 		case got == nil:
 			fmt.Fprintf(e.stderr, "event %s was published before and has no result yet\n", req.id)
+			// Its interim result, if any, was published then: its plan says it.
+			if interim = pendingPlan(ctx, js, req.cluster, req.id); interim != nil {
+				fmt.Fprintln(e.stderr, interimLine(interim))
+			}
 		default:
 			fmt.Fprintf(e.stderr, "event %s was published before: its stored result follows\n", req.id)
 		}
@@ -132,15 +149,31 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 	if got == nil {
 		fmt.Fprintf(e.stderr, "waiting up to %s for the result on %s\n", req.timeout, events.ResultSubject(req.id))
 		pp := &progressPrinter{w: e.stderr, live: e.stderrIsTerminal}
-		got, err = waitResult(ctx, pp, js, req.id, results, progress, reconnected)
+		var last *events.Result
+		got, last, err = waitResult(ctx, pp, js, req.id, results, progress, reconnected)
 		pp.endLine()
+		if last != nil {
+			interim = last
+		}
 	}
 	switch {
 	case err == nil:
 	case ctx.Err() != nil && interrupted.Err() != nil:
+		if why := stillWaiting(interim); why != "" {
+			fmt.Fprintf(e.stderr, "%s: interrupted: no final result for event %s yet: %s\n", name, req.id, why)
+			return exitNoReply
+		}
 		fmt.Fprintf(e.stderr, "%s: interrupted: no result for event %s yet; the event stays queued\n", name, req.id)
 		return exitNoReply
 	case ctx.Err() != nil:
+		if interim == nil { // or its interim result was missed (a reconnect): its plan says it
+			interim = pendingPlan(interrupted, js, req.cluster, req.id)
+		}
+		if why := stillWaiting(interim); why != "" {
+			fmt.Fprintf(e.stderr, "%s: no final result for event %s after %s: %s\n"+
+				"Look for its result later with: emitter result --id %s\n", name, req.id, req.timeout, why, req.id)
+			return exitNoReply
+		}
 		fmt.Fprintf(e.stderr, "%s: no result for event %s after %s: is a worker running? the event stays queued\n"+
 			"Look for its result later with: emitter result --id %s\n", name, req.id, req.timeout, req.id)
 		return exitNoReply
@@ -154,9 +187,13 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 }
 
 // waitResult waits for the result of event id, showing progress reports on
-// pp as they come. It returns ctx's error when ctx ends first.
+// pp as they come. An interim result (a plan awaiting approval, then approved) is
+// not the result: it is shown in a line on pp, and waitResult waits on. It
+// returns ctx's error when ctx ends first, with the last interim result received
+// (nil: none).
 func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream, id string,
-	results, progress <-chan *nats.Msg, reconnected <-chan struct{}) (*received, error) {
+	results, progress <-chan *nats.Msg, reconnected <-chan struct{}) (*received, *events.Result, error) {
+	var interim *events.Result
 	printProgress := func(m *nats.Msg) { pp.report(m.Data) }
 	drainProgress := func() {
 		for {
@@ -174,7 +211,14 @@ func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream
 			printProgress(m)
 		case m := <-results:
 			drainProgress() // reports that came before the result
-			return wholeResult(ctx, js, m.Data)
+			if r, ok := interimResult(m.Data); ok {
+				interim = r
+				pp.endLine()
+				fmt.Fprintln(pp.w, interimLine(r))
+				continue
+			}
+			got, err := wholeResult(ctx, js, m.Data)
+			return got, interim, err
 		case <-reconnected:
 			got, err := lookupResult(ctx, js, id)
 			if err != nil {
@@ -183,13 +227,119 @@ func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream
 			}
 			if got != nil {
 				drainProgress()
-				return got, nil
+				return got, interim, nil
 			}
 		case <-ctx.Done():
 			drainProgress()
-			return nil, ctx.Err()
+			return nil, interim, ctx.Err()
 		}
 	}
+}
+
+// pendingPlan reads whether event id of cluster has a plan that waits for approval, or
+// was approved (and runs), for a wait that has no interim result to go by (the event was
+// published before, or its interim result was missed): the interim result that says so,
+// else nil. Best effort: nil when the plan cannot be read.
+func pendingPlan(ctx context.Context, js jetstream.JetStream, cluster, id string) *events.Result {
+	if cluster == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	p, err := readPlan(ctx, js, cluster, approval.PlanID(cluster, id))
+	if err != nil {
+		return nil
+	}
+	switch p.State {
+	case approval.Awaiting:
+		return p.Awaiting()
+	case approval.Approved:
+		return &events.Result{ID: p.Event, Type: p.Type, Cluster: p.Cluster, Status: events.StatusApproved, PlanID: p.ID, ExpiresAt: p.ExpiresAt}
+	}
+	return nil
+}
+
+// interimResult decodes raw, a message on a result subject, when it is an interim
+// result (events.Status.Interim): one published for whoever waits, never stored, that
+// the final result follows.
+func interimResult(raw []byte) (*events.Result, bool) {
+	got, err := decodeResult(raw)
+	if err != nil || !got.result.Status.Interim() {
+		return nil, false
+	}
+	return &got.result, true
+}
+
+// interimLine says in a line what an interim result means for the event waited for.
+func interimLine(r *events.Result) string {
+	switch r.Status {
+	case events.StatusAwaitingApproval:
+		var b strings.Builder
+		fmt.Fprintf(&b, "event %s: awaiting approval: plan %s", r.ID, orDash(r.PlanID))
+		if why := approvalWhy(r.Note); why != "" {
+			fmt.Fprintf(&b, " (%s)", why)
+		}
+		if !r.ExpiresAt.IsZero() {
+			fmt.Fprintf(&b, ", expires %s", r.ExpiresAt.UTC().Format(time.RFC3339))
+		}
+		if r.PlanID != "" {
+			fmt.Fprintf(&b, "; approve: %s", planCommand("approve", r.Cluster, r.PlanID))
+		}
+		return b.String()
+	case events.StatusApproved:
+		return fmt.Sprintf("event %s: plan %s approved; it runs now", r.ID, orDash(r.PlanID))
+	}
+	return fmt.Sprintf("event %s: %s (an interim result; the final one follows)", r.ID, r.Status)
+}
+
+// stillWaiting says, after a wait that ended without the final result, why the event has
+// none when the last interim result says it (its plan waits for approval, or runs); ""
+// otherwise.
+func stillWaiting(r *events.Result) string {
+	if r == nil {
+		return ""
+	}
+	switch r.Status {
+	case events.StatusAwaitingApproval:
+		s := "it waits for approval of plan " + orDash(r.PlanID)
+		if !r.ExpiresAt.IsZero() {
+			s += " (expires " + r.ExpiresAt.UTC().Format(time.RFC3339) + ")"
+		}
+		if r.PlanID != "" {
+			s += "\nApprove it with: " + planCommand("approve", r.Cluster, r.PlanID) +
+				"\nor deny it with: " + planCommand("deny", r.Cluster, r.PlanID, "--reason WORDS")
+		}
+		return s
+	case events.StatusApproved:
+		return "its plan " + orDash(r.PlanID) + " was approved and runs"
+	}
+	return ""
+}
+
+// planCommand is the emitter command line that runs command (approve, deny, plan show)
+// for plan id of cluster.
+func planCommand(command, cluster, id string, extra ...string) string {
+	args := []string{"emitter", command}
+	if cluster != "" {
+		args = append(args, "--cluster", cluster)
+	}
+	args = append(append(args, "--id", id), extra...)
+	return strings.Join(args, " ")
+}
+
+// approvalWhy is why a plan waits, as the note of its awaiting_approval result says it
+// (approval.Plan.Awaiting: "the plan waits for approval (WHY): send plan-approved …");
+// "" when the note does not say it so.
+func approvalWhy(note string) string {
+	rest, ok := strings.CutPrefix(note, "the plan waits for approval (")
+	if !ok {
+		return ""
+	}
+	why, _, ok := strings.Cut(rest, "): send plan-approved")
+	if !ok {
+		return ""
+	}
+	return why
 }
 
 // errNoResultsStream: no worker ever set up the results stream on this NATS.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/kafkamender/kafkamender/internal/events"
 )
 
@@ -282,4 +284,88 @@ func storedResult(t *testing.T, url, id string) []byte {
 		t.Fatal(err)
 	}
 	return msg.Data
+}
+
+// interimJSON is an interim result of event id, as a worker publishes it.
+func interimJSON(t *testing.T, id string, status events.Status) []byte {
+	t.Helper()
+	expires := time.Date(2026, 12, 4, 19, 0, 0, 0, time.UTC)
+	res := events.Result{ID: id, Type: events.TypeReplicaChangeRequested, Cluster: "local", Status: status, PlanID: "plan-ab12",
+		ExpiresAt: expires, Changes: []events.Change{}, Skipped: []events.Skip{}}
+	if status == events.StatusAwaitingApproval {
+		res.Note = "the plan waits for approval (3 partitions touched, over 2; the event asks for approval (data.approval)): send plan-approved or " +
+			"plan-denied with plan_id plan-ab12 before 2026-12-04T19:00:00Z"
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// An interim result (awaiting_approval, approved) is not the result: waitResult says so
+// in a line and waits on, for the final one.
+func TestWaitResultInterim(t *testing.T) {
+	results := make(chan *nats.Msg, 4)
+	results <- &nats.Msg{Data: interimJSON(t, "ev-1", events.StatusAwaitingApproval)}
+	results <- &nats.Msg{Data: interimJSON(t, "ev-1", events.StatusApproved)}
+	results <- &nats.Msg{Data: []byte(`{"id":"ev-1","status":"succeeded","plan_id":"plan-ab12"}`)}
+	var w bytes.Buffer
+	got, interim, err := waitResult(t.Context(), &progressPrinter{w: &w}, nil, "ev-1", results, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.result.Status != events.StatusSucceeded || interim == nil || interim.Status != events.StatusApproved {
+		t.Errorf("result %+v, last interim %+v", got.result, interim)
+	}
+	want := "event ev-1: awaiting approval: plan plan-ab12 (3 partitions touched, over 2; the event asks for approval (data.approval)), " +
+		"expires 2026-12-04T19:00:00Z; approve: emitter approve --cluster local --id plan-ab12\n" +
+		"event ev-1: plan plan-ab12 approved; it runs now\n"
+	if w.String() != want {
+		t.Errorf("lines:\n%s\nwant\n%s", w.String(), want)
+	}
+
+	// No final result before the end: the last interim result is returned with the error.
+	results <- &nats.Msg{Data: interimJSON(t, "ev-1", events.StatusAwaitingApproval)}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	w.Reset()
+	got, interim, err = waitResult(ctx, &progressPrinter{w: &w}, nil, "ev-1", results, nil, nil)
+	if err == nil || got != nil || interim == nil || interim.Status != events.StatusAwaitingApproval {
+		t.Fatalf("result %v, interim %v, error %v", got, interim, err)
+	}
+	if want := "it waits for approval of plan plan-ab12 (expires 2026-12-04T19:00:00Z)\n" +
+		"Approve it with: emitter approve --cluster local --id plan-ab12\n" +
+		"or deny it with: emitter deny --cluster local --id plan-ab12 --reason WORDS"; stillWaiting(interim) != want {
+		t.Errorf("stillWaiting:\n%s\nwant\n%s", stillWaiting(interim), want)
+	}
+}
+
+func TestInterimLines(t *testing.T) {
+	for _, tt := range []struct {
+		res         events.Result
+		line, still string
+	}{
+		{events.Result{ID: "e", Status: events.StatusAwaitingApproval, PlanID: "p", Cluster: "c", Note: "something else"},
+			"event e: awaiting approval: plan p; approve: emitter approve --cluster c --id p",
+			"it waits for approval of plan p\nApprove it with: emitter approve --cluster c --id p\nor deny it with: emitter deny --cluster c --id p --reason WORDS"},
+		{events.Result{ID: "e", Status: events.StatusApproved, PlanID: "p"}, "event e: plan p approved; it runs now", "its plan p was approved and runs"},
+		{events.Result{ID: "e", Status: "consulting"}, "event e: consulting (an interim result; the final one follows)", ""},
+	} {
+		if got := interimLine(&tt.res); got != tt.line {
+			t.Errorf("interimLine(%s) = %q, want %q", tt.res.Status, got, tt.line)
+		}
+		if got := stillWaiting(&tt.res); got != tt.still {
+			t.Errorf("stillWaiting(%s) = %q, want %q", tt.res.Status, got, tt.still)
+		}
+	}
+	if stillWaiting(nil) != "" {
+		t.Error("stillWaiting(nil) says something")
+	}
+	if _, ok := interimResult([]byte(`{"id":"e","status":"succeeded"}`)); ok {
+		t.Error("a final result is taken for an interim one")
+	}
+	if _, ok := interimResult([]byte(`not json`)); ok {
+		t.Error("a message that is not a result is taken for an interim one")
+	}
 }

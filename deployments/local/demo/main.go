@@ -1,5 +1,5 @@
 // Command demo shows kafkamender repairing the local stack's ZooKeeper-mode cluster
-// "local" (brokers 1-4), in seven steps, each a header line and a few lines of output:
+// "local" (brokers 1-4), in eight steps, each a header line and a few lines of output:
 //
 //  1. two workers (bin/worker), one with deployments/local/worker.yaml and one with a
 //     copy listening on 127.0.0.1:8081, their logs in .state/demo/;
@@ -9,8 +9,10 @@
 //     notification is the same event, not run again;
 //  4. a replication-factor raise, 2 to 3, of a topic with data: the emitter's progress;
 //  5. a preferred-leader change by the controller nudge (zk-nudge): the controller moves;
-//  6. the audit trail: the stored result of each of the demo's events;
-//  7. the workers stopped with SIGTERM, the demo's topics deleted.
+//  6. a replication-factor raise of 120 partitions, over worker.yaml's approval threshold
+//     (100): its plan waits, is listed, approved with the emitter, and runs as approved;
+//  7. the audit trail: the stored result of each of the demo's events;
+//  8. the workers stopped with SIGTERM, the demo's topics deleted.
 //
 // It runs again as often as wanted: it removes what an earlier run left, and the broker
 // it overloads is one not in the cool-down of an earlier run's shed (or, when every
@@ -38,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/stack"
@@ -51,10 +54,11 @@ const (
 	leadersTopic = "demo-leaders" // step 2 and 3
 	rfTopic      = "demo-rf"      // step 4
 	nudgeTopic   = "demo-nudge"   // step 5
+	approveTopic = "demo-approve" // step 6
 )
 
 // topics are the demo's topics: deleted when it ends, and when it starts if a run left them.
-var topics = []string{leadersTopic, rfTopic, nudgeTopic}
+var topics = []string{leadersTopic, rfTopic, nudgeTopic, approveTopic}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -99,6 +103,7 @@ func run(ctx context.Context) error {
 		d.shedByAlert,
 		d.raiseReplicationFactor,
 		d.nudgeController,
+		d.approveLargeChange,
 		d.auditTrail,
 		d.cleanUp,
 	}
@@ -422,7 +427,68 @@ func (d *demo) nudgeController(ctx context.Context) error {
 	return nil
 }
 
-// 6. The audit trail: each event's stored result, and that each is stored once.
+// 6. A change over the approval threshold: the plan waits, is approved, runs as approved.
+func (d *demo) approveLargeChange(ctx context.Context) error {
+	const count = 120
+	d.header("A replication-factor raise of %d partitions waits for approval (worker.yaml: approval over 100), then runs as approved", count)
+	assignment := make([][]int32, count)
+	for p := range assignment {
+		assignment[p] = []int32{d.brokers[p%len(d.brokers)]}
+	}
+	if err := createTopic(ctx, d.cl, approveTopic, assignment); err != nil {
+		return err
+	}
+	id := d.run + "-approve"
+	d.eventIDs = append(d.eventIDs, id)
+	if err := emitter(ctx, "replication-factor", "--cluster", clusterName, "--topic", approveTopic, "--rf", "2", "--id", id,
+		"--reason", "demo: a second copy of a large topic"); err != nil {
+		return err
+	}
+	planID := approval.PlanID(clusterName, id)
+	plans := approval.ReadStore(d.js)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		p, _, err := plans.Get(wctx, clusterName, planID)
+		if err == nil && p.State == approval.Awaiting {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			return fmt.Errorf("the plan of %s did not come: %v", id, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	fmt.Println("  the worker planned it under the lock, stored the plan with a fingerprint of what it depends on, and wrote nothing:")
+	if err := emitter(ctx, "plans", "--cluster", clusterName); err != nil {
+		return err
+	}
+	approvalID := d.run + "-approval"
+	d.eventIDs = append(d.eventIDs, approvalID)
+	if err := emitter(ctx, "approve", "--cluster", clusterName, "--id", planID, "--approve-id", approvalID, "--reason", "demo: checked the plan"); err != nil {
+		return err
+	}
+	fmt.Println("  the worker re-reads what the plan depends on and, as nothing changed, runs exactly the stored plan:")
+	res, err := d.result(ctx, id, 3*time.Minute)
+	if err != nil {
+		return err
+	}
+	after, err := partitions(ctx, d.cl, approveTopic)
+	if err != nil {
+		return err
+	}
+	two := 0
+	for _, p := range after {
+		if len(p.Replicas) == 2 {
+			two++
+		}
+	}
+	fmt.Printf("  %s's own result: %s, %d changes (plan %s); a fresh read: %d of %d partitions have 2 replicas\n",
+		id, res.Status, len(res.Changes), res.PlanID, two, count)
+	return nil
+}
+
+// 7. The audit trail: each event's stored result, and that each is stored once.
 func (d *demo) auditTrail(ctx context.Context) error {
 	d.header("The audit trail (stream %s): the stored result of each of the demo's events", events.ResultsStream)
 	s, err := d.js.Stream(ctx, events.ResultsStream)
@@ -450,7 +516,7 @@ func (d *demo) auditTrail(ctx context.Context) error {
 	return nil
 }
 
-// 7. Stop the workers with SIGTERM, delete the demo's topics.
+// 8. Stop the workers with SIGTERM, delete the demo's topics.
 func (d *demo) cleanUp(ctx context.Context) error {
 	d.header("Cleaning up")
 	var errs []error
