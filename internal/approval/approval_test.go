@@ -158,3 +158,70 @@ func TestSizeOf(t *testing.T) {
 		t.Errorf("SizeOf = %+v, want %+v", got, want)
 	}
 }
+
+// FuzzDiff: a fingerprint never differs from itself, however its lists are ordered, and
+// a difference is found both ways.
+func FuzzDiff(f *testing.F) {
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8}, []byte{1, 2, 3, 4, 5, 6, 7, 9})
+	f.Add([]byte{}, []byte{0})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		fa, fb := fingerprintOf(a), fingerprintOf(b)
+		if d := Diff(fa, fa); len(d) != 0 {
+			t.Fatalf("Diff(f, f) = %q", d)
+		}
+		rev := clone(fa)
+		slices.Reverse(rev.Partitions)
+		slices.Reverse(rev.Brokers)
+		for i := range rev.Partitions {
+			slices.Reverse(rev.Partitions[i].ISR)
+		}
+		if d := Diff(fa, rev); len(d) != 0 {
+			t.Fatalf("Diff(f, reordered f) = %q", d)
+		}
+		// A partition the plan does not touch is no difference (only was's partitions are
+		// compared): with the same partitions, a difference shows both ways.
+		if samePartitions(fa, fb) && (len(Diff(fa, fb)) == 0) != (len(Diff(fb, fa)) == 0) {
+			t.Fatalf("a difference one way only: %q / %q", Diff(fa, fb), Diff(fb, fa))
+		}
+	})
+}
+
+func samePartitions(a, b Fingerprint) bool {
+	names := func(f Fingerprint) []string {
+		var out []string
+		for _, p := range f.Partitions {
+			out = append(out, p.TopicPartition.String())
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(names(a), names(b))
+}
+
+// fingerprintOf makes a small fingerprint from bytes: partitions of 3 bytes (replicas,
+// isr mask, leader) of distinct numbers, brokers from the rest.
+func fingerprintOf(b []byte) Fingerprint {
+	var f Fingerprint
+	seen := map[int32]bool{}
+	for i := 0; i+3 <= len(b) && len(f.Partitions) < 8; i += 3 {
+		n := int32(b[i] % 16)
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		replicas := []int32{int32(b[i+1]%4) + 1, int32(b[i+1]%4) + 2}
+		var isr []int32
+		for j, r := range replicas {
+			if b[i+2]&(1<<j) != 0 {
+				isr = append(isr, r)
+			}
+		}
+		f.Partitions = append(f.Partitions, PartitionState{TopicPartition: tp(n), Replicas: replicas, ISR: isr, Leader: int32(b[i+2]>>4) - 1})
+	}
+	for i, c := range b {
+		if i%5 == 0 {
+			f.Brokers = append(f.Brokers, Broker{ID: int32(i), Rack: string('a' + rune(c%3))})
+		}
+	}
+	return f
+}

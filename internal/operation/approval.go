@@ -257,6 +257,14 @@ func (e *Engine) approved(s *session, d Delivery, res *events.Result, prev *jour
 		if p.State == approval.Approved && p.DecidedEvent == ev.ID {
 			break // this approval's, from an earlier delivery
 		}
+		if final := finalOf(p); final != nil && p.DecidedEvent == ev.ID {
+			// An earlier delivery of this approval ended it (the cluster had changed): the
+			// same answer, the event's result stored if it was not.
+			if err := e.storeFinal(ctx, p); err != nil {
+				return res, err
+			}
+			return answer(res, Reject("%s", final.Error))
+		}
 		if p.State != approval.Awaiting {
 			return answer(res, Reject("plan %s of event %s was %s already", p.ID, p.Event, p.Decided()))
 		}

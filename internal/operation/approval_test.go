@@ -215,10 +215,16 @@ func TestApprovalRefusedWhenTheClusterChanged(t *testing.T) {
 	sv.mu.Lock()
 	sv.leaderOf = map[int32]int32{1: 2}
 	sv.mu.Unlock()
-	o := r.deliver(r.delivery(r.decision(events.TypePlanApproved, waiting.PlanID, "ops", "")))
+	d := r.delivery(r.decision(events.TypePlanApproved, waiting.PlanID, "ops", ""))
+	o := r.deliver(d)
 	r.want(o, events.StatusRejected)
 	if !strings.Contains(o.res.Error, "orders-1: leader 1 → 2") {
 		t.Errorf("error %q lacks the difference", o.res.Error)
+	}
+	// Its redelivery (the ack was lost) gives the same answer, and stores nothing more.
+	res, err, _ := r.handle(d.Again(false))
+	if err != nil || res.Status != events.StatusRejected || !strings.Contains(res.Error, "orders-1: leader 1 → 2") {
+		t.Errorf("redelivered approval: %+v, %v", res, err)
 	}
 	final := r.results.Stored(ev.ID)
 	if final == nil || final.Status != events.StatusRejected || !strings.Contains(final.Error, "orders-1: leader 1 → 2") {
