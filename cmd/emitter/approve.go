@@ -6,13 +6,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -60,60 +60,45 @@ func (o *decisionOptions) progressOf() []string {
 	return []string{o.planEvent}
 }
 
-func parseDecisionFlags(args []string, e env, deny bool) (decisionOptions, error) {
-	o := decisionOptions{deny: deny}
-	name, usage, verb := "emitter approve", printApproveUsage, "approve"
+// define defines the flags of approve, or of deny (o.deny).
+func (o *decisionOptions) define(fs *pflag.FlagSet) func(env) error {
+	deny, verb := o.deny, "approve"
 	if deny {
-		name, usage, verb = "emitter deny", printDenyUsage, "deny"
+		verb = "deny"
 	}
-	fs := newEventFlagSet(name, o.flags())
+	o.flags().register(fs)
 	fs.StringVar(&o.plan, "id", "", "the `id` of the plan to "+verb+" (required): the plan_id of the event's awaiting_approval result, as 'emitter plans' lists it")
-	if err := parseCommandLine(fs, args, e, usage); err != nil {
-		return o, err
-	}
-	var errs []error
-	switch {
-	case o.plan == "":
-		errs = append(errs, fmt.Errorf("--id is required: the id of the plan to %s (emitter plans lists them)", verb))
-	default:
-		if err := events.CheckID(o.plan); err != nil {
-			errs = append(errs, fmt.Errorf("--id %q: %w", o.plan, err))
+	return func(e env) error {
+		var errs []error
+		switch {
+		case o.plan == "":
+			errs = append(errs, fmt.Errorf("--id is required: the id of the plan to %s (emitter plans lists them)", verb))
+		default:
+			if err := events.CheckID(o.plan); err != nil {
+				errs = append(errs, fmt.Errorf("--id %q: %w", o.plan, err))
+			}
 		}
+		if deny && strings.TrimSpace(o.reason) == "" {
+			errs = append(errs, errors.New("--reason is required: say why the plan is denied (it becomes its event's error)"))
+		}
+		if o.dryRun {
+			errs = append(errs, fmt.Errorf("--dry-run: an answer to a plan has no plan of its own ('emitter plan show --id %s' shows the plan); --print shows the event without publishing it", orDash(o.plan)))
+		}
+		return o.flags().check(e, errs)
 	}
-	if deny && strings.TrimSpace(o.reason) == "" {
-		errs = append(errs, errors.New("--reason is required: say why the plan is denied (it becomes its event's error)"))
-	}
-	if o.dryRun {
-		errs = append(errs, fmt.Errorf("--dry-run: an answer to a plan has no plan of its own ('emitter plan show --id %s' shows the plan); --print shows the event without publishing it", orDash(o.plan)))
-	}
-	err := o.flags().check(e, errs)
-	return o, err
 }
 
-func runApprove(ctx context.Context, args []string, e env) int {
-	o, err := parseDecisionFlags(args, e, false)
-	return runDecision(ctx, e, "emitter approve", &o, err)
-}
-
-func runDeny(ctx context.Context, args []string, e env) int {
-	o, err := parseDecisionFlags(args, e, true)
-	return runDecision(ctx, e, "emitter deny", &o, err)
-}
-
-// runDecision runs emitter approve or deny: the plan is read first (for its cluster when
+// run runs emitter approve or deny: the plan is read first (for its cluster when
 // --cluster is not given, and to refuse answering a plan answered already), then the
 // event is published as by any event command.
-func runDecision(ctx context.Context, e env, name string, o *decisionOptions, parseErr error) int {
-	if code, done := parseExit(e, name, parseErr); done {
-		return code
-	}
+func (o *decisionOptions) run(ctx context.Context, e env, name string) int {
 	if o.cluster == "" || !o.print {
 		if err := o.lookUpPlan(ctx, e, name); err != nil {
 			fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
 			return exitFailure
 		}
 	}
-	return runEventCommand(ctx, e, name, o, nil)
+	return runEventCommand(ctx, e, name, o)
 }
 
 // lookUpPlan reads the plan to answer: it sets o.cluster (when not given) and o.planEvent.
@@ -200,7 +185,7 @@ func planSummary(p *approval.Plan) string {
 		plural(p.Size.LeadersMoved, "leader"), p.Decided())
 }
 
-func printApproveUsage(w io.Writer, fs *flag.FlagSet) {
+func printApproveUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter approve --id PLAN-ID [--cluster CLUSTER] [--reason WORDS] [flags]
 
 Approves a plan that waits for a person's approval (a %s event): an
@@ -239,7 +224,7 @@ Example:
 	printFlags(w, fs)
 }
 
-func printDenyUsage(w io.Writer, fs *flag.FlagSet) {
+func printDenyUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter deny --id PLAN-ID [--cluster CLUSTER] --reason WORDS [flags]
 
 Denies a plan that waits for a person's approval (a %s event): the

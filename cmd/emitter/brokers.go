@@ -7,10 +7,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -24,18 +25,18 @@ type copyOptions struct {
 
 // register defines --throttle and --timeout-op on fs; what names what copies ("the new
 // replicas").
-func (c *copyOptions) register(fs *flag.FlagSet, what string) {
+func (c *copyOptions) register(fs *pflag.FlagSet, what string) {
 	fs.Var(byteSizeFlag{&c.throttle}, "throttle", "replication throttle while "+what+" copy, in bytes per second: a `size` such as 50MB, 10MiB or 1048576 (B, KB, MB, GB: powers of 1000; KiB, MiB, GiB: of 1024) (default: the worker's replication_factor.throttle_bytes_per_sec)")
 	fs.DurationVar(&c.opTimeout, "timeout-op", 0, "how long the worker may take before it cancels the copies still running: a `duration` such as 2h (default: the worker's replication_factor.timeout); --timeout is how long the emitter waits")
 }
 
 // check checks --throttle and --timeout-op, when given.
-func (c *copyOptions) check(fs *flag.FlagSet) []error {
+func (c *copyOptions) check(fs *pflag.FlagSet) []error {
 	var errs []error
-	if flagGiven(fs, "throttle") && c.throttle <= 0 {
+	if fs.Changed("throttle") && c.throttle <= 0 {
 		errs = append(errs, errors.New("--throttle: must be at least 1 byte per second (leave it out for the worker's configured throttle)"))
 	}
-	if flagGiven(fs, "timeout-op") && c.opTimeout <= 0 {
+	if fs.Changed("timeout-op") && c.opTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--timeout-op %s: must be positive (leave it out for the worker's configured bound)", c.opTimeout))
 	}
 	return errs
@@ -63,22 +64,24 @@ func (o *brokerFailedOptions) build(now time.Time) (events.Envelope, string, []b
 	return buildBrokerFailedEvent(*o, now)
 }
 
-func parseBrokerFailedFlags(args []string, e env) (brokerFailedOptions, error) {
-	var o brokerFailedOptions
-	fs := newEventFlagSet("emitter broker-failed", o.flags())
+// define defines the flags of broker-failed.
+func (o *brokerFailedOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	broker := &int32Flag{v: &o.broker}
 	fs.Var(broker, "broker", "the `id` of the broker that is gone for good (required)")
 	fs.StringVar(&o.rack, "rack", "", "the failed broker's `rack`, when known (the cluster's metadata no longer lists it): its replacements go there where that keeps each partition's rack spread")
 	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic` (the critical ones first); repeat for several (default: every topic)")
 	fs.Var(topicsFlag{list: &o.topics, comma: true}, "topics", "comma-separated `list` of topics, same as several --topic")
 	o.copyOptions.register(fs, "the replacements")
-	if err := parseCommandLine(fs, args, e, printBrokerFailedUsage); err != nil {
-		return o, err
+	return func(e env) error {
+		errs := checkBrokerFlag(broker)
+		errs = append(errs, o.copyOptions.check(fs)...)
+		return o.flags().check(e, errs) // fills in defaults
 	}
-	errs := checkBrokerFlag(broker)
-	errs = append(errs, o.copyOptions.check(fs)...)
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+}
+
+func (o *brokerFailedOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // brokerFailedData is the data of the broker-failed event the flags ask for.
@@ -93,12 +96,7 @@ func buildBrokerFailedEvent(o brokerFailedOptions, now time.Time) (events.Envelo
 	return encodeEvent(o.flags(), events.TypeBrokerFailed, brokerFailedData(o), now)
 }
 
-func runBrokerFailed(ctx context.Context, args []string, e env) int {
-	o, err := parseBrokerFailedFlags(args, e)
-	return runEventCommand(ctx, e, "emitter broker-failed", &o, err)
-}
-
-func printBrokerFailedUsage(w io.Writer, fs *flag.FlagSet) {
+func printBrokerFailedUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter broker-failed --cluster CLUSTER --broker ID [--rack RACK] [flags]
 
 Asks a kafkamender worker to recreate, on the other live brokers, every replica
@@ -154,21 +152,23 @@ func (o *brokerDrainOptions) build(now time.Time) (events.Envelope, string, []by
 	return buildBrokerDrainEvent(*o, now)
 }
 
-func parseBrokerDrainFlags(args []string, e env) (brokerDrainOptions, error) {
-	var o brokerDrainOptions
-	fs := newEventFlagSet("emitter broker-drain", o.flags())
+// define defines the flags of broker-drain.
+func (o *brokerDrainOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	broker := &int32Flag{v: &o.broker}
 	fs.Var(broker, "broker", "the `id` of the live broker to empty (required)")
 	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic` (a partial drain); repeat for several (default: every topic)")
 	fs.Var(topicsFlag{list: &o.topics, comma: true}, "topics", "comma-separated `list` of topics, same as several --topic")
 	o.copyOptions.register(fs, "its replicas")
-	if err := parseCommandLine(fs, args, e, printBrokerDrainUsage); err != nil {
-		return o, err
+	return func(e env) error {
+		errs := checkBrokerFlag(broker)
+		errs = append(errs, o.copyOptions.check(fs)...)
+		return o.flags().check(e, errs) // fills in defaults
 	}
-	errs := checkBrokerFlag(broker)
-	errs = append(errs, o.copyOptions.check(fs)...)
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+}
+
+func (o *brokerDrainOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // brokerDrainData is the data of the broker-drain event the flags ask for.
@@ -183,12 +183,7 @@ func buildBrokerDrainEvent(o brokerDrainOptions, now time.Time) (events.Envelope
 	return encodeEvent(o.flags(), events.TypeBrokerDrain, brokerDrainData(o), now)
 }
 
-func runBrokerDrain(ctx context.Context, args []string, e env) int {
-	o, err := parseBrokerDrainFlags(args, e)
-	return runEventCommand(ctx, e, "emitter broker-drain", &o, err)
-}
-
-func printBrokerDrainUsage(w io.Writer, fs *flag.FlagSet) {
+func printBrokerDrainUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter broker-drain --cluster CLUSTER --broker ID [flags]
 
 Asks a kafkamender worker to empty broker ID, which must be live (before its
@@ -239,21 +234,23 @@ func (o *brokerAddedOptions) build(now time.Time) (events.Envelope, string, []by
 	return buildBrokerAddedEvent(*o, now)
 }
 
-func parseBrokerAddedFlags(args []string, e env) (brokerAddedOptions, error) {
-	var o brokerAddedOptions
-	fs := newEventFlagSet("emitter broker-added", o.flags())
+// define defines the flags of broker-added.
+func (o *brokerAddedOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	fs.Var(int32sFlag{list: &o.brokers, what: "broker id"}, "broker", "the `id` of a new or empty broker, which must be live; repeat for several (at least one, by --broker or --brokers)")
 	fs.Var(int32sFlag{list: &o.brokers, comma: true, what: "broker id"}, "brokers", "comma-separated `list` of broker ids, same as several --broker")
 	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic` count and move; repeat for several (default: every topic)")
 	fs.Var(topicsFlag{list: &o.topics, comma: true}, "topics", "comma-separated `list` of topics, same as several --topic")
 	o.copyOptions.register(fs, "the moved replicas")
-	if err := parseCommandLine(fs, args, e, printBrokerAddedUsage); err != nil {
-		return o, err
+	return func(e env) error {
+		errs := checkBrokerList(o.brokers)
+		errs = append(errs, o.copyOptions.check(fs)...)
+		return o.flags().check(e, errs) // fills in defaults
 	}
-	errs := checkBrokerList(o.brokers)
-	errs = append(errs, o.copyOptions.check(fs)...)
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+}
+
+func (o *brokerAddedOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // checkBrokerList checks the brokers of --broker and --brokers: at least one, at most
@@ -298,12 +295,7 @@ func buildBrokerAddedEvent(o brokerAddedOptions, now time.Time) (events.Envelope
 	return encodeEvent(o.flags(), events.TypeBrokerAdded, brokerAddedData(o), now)
 }
 
-func runBrokerAdded(ctx context.Context, args []string, e env) int {
-	o, err := parseBrokerAddedFlags(args, e)
-	return runEventCommand(ctx, e, "emitter broker-added", &o, err)
-}
-
-func printBrokerAddedUsage(w io.Writer, fs *flag.FlagSet) {
+func printBrokerAddedUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter broker-added --cluster CLUSTER --broker ID [--broker ID...] [flags]
        emitter broker-added --cluster CLUSTER --brokers ID,ID,... [flags]
 

@@ -5,10 +5,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -29,35 +30,32 @@ func (o *cancelOptions) build(now time.Time) (events.Envelope, string, []byte, e
 	return encodeEvent(o.flags(), events.TypeOperationCancel, events.OperationCancel{ID: o.target, Reason: o.reason}, now)
 }
 
-func parseCancelFlags(args []string, e env) (cancelOptions, error) {
-	var o cancelOptions
-	fs := newEventFlagSet("emitter cancel", o.flags())
+// define defines the flags of cancel.
+func (o *cancelOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	fs.StringVar(&o.target, "id", "", "the `id` of the event to cancel (required)")
-	if err := parseCommandLine(fs, args, e, printCancelUsage); err != nil {
-		return o, err
-	}
-	var errs []error
-	switch {
-	case o.target == "":
-		errs = append(errs, errors.New("--id is required: the id of the event to cancel"))
-	default:
-		if err := events.CheckID(o.target); err != nil {
-			errs = append(errs, fmt.Errorf("--id %q: %w", o.target, err))
+	return func(e env) error {
+		var errs []error
+		switch {
+		case o.target == "":
+			errs = append(errs, errors.New("--id is required: the id of the event to cancel"))
+		default:
+			if err := events.CheckID(o.target); err != nil {
+				errs = append(errs, fmt.Errorf("--id %q: %w", o.target, err))
+			}
 		}
+		if o.dryRun {
+			errs = append(errs, errors.New("--dry-run: a cancel has no plan; --print shows the event without publishing it"))
+		}
+		return o.flags().check(e, errs) // fills in defaults
 	}
-	if o.dryRun {
-		errs = append(errs, errors.New("--dry-run: a cancel has no plan; --print shows the event without publishing it"))
-	}
-	err := o.flags().check(e, errs)
-	return o, err
 }
 
-func runCancel(ctx context.Context, args []string, e env) int {
-	o, err := parseCancelFlags(args, e)
-	return runEventCommand(ctx, e, "emitter cancel", &o, err)
+func (o *cancelOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
-func printCancelUsage(w io.Writer, fs *flag.FlagSet) {
+func printCancelUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter cancel --cluster CLUSTER --id EVENT-ID [flags]
 
 Cancels an event of the cluster (a %s event). One that waits (in the

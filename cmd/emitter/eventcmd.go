@@ -9,12 +9,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -78,7 +78,7 @@ type eventFlags struct {
 }
 
 // register defines the shared flags on fs.
-func (f eventFlags) register(fs *flag.FlagSet) {
+func (f eventFlags) register(fs *pflag.FlagSet) {
 	timeout := f.defaultTimeout
 	if timeout == 0 {
 		timeout = defaultWaitTimeout
@@ -92,8 +92,7 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(f.dryRun, "dry-run", false, "ask the worker for the plan only: the event is published, the worker changes nothing (result status \"planned\")")
 	fs.BoolVar(f.wait, "wait", false, "wait for the result and print it; progress goes to stderr")
 	fs.DurationVar(f.timeout, "timeout", timeout, "with --wait, give up waiting after `duration` (connecting and publishing included)")
-	fs.StringVar(f.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
-	fs.StringVar(f.output, "output", outputTable, "same as -o")
+	registerOutputFlags(fs, f.output, "result `format`: table or json (the result as the worker published it)")
 	idFlag := f.idFlag
 	if idFlag == "" {
 		idFlag = "id"
@@ -103,32 +102,6 @@ func (f eventFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(f.expiresIn, "expires-in", 0, "set the expiresat extension to now + `duration`: workers drop the event after it")
 	registerNATSFlags(fs, f.natsURL, f.natsAuth)
 	fs.BoolVar(f.print, "print", false, "print the event on stdout instead of publishing it")
-}
-
-// newEventFlagSet is the flag set of the event command called name (such as
-// "emitter preferred-leader"), with the shared flags f defined on it.
-func newEventFlagSet(name string, f eventFlags) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	f.register(fs)
-	return fs
-}
-
-// parseCommandLine parses args with fs. It returns flag.ErrHelp when help was
-// asked for (printUsage has then printed the usage on stdout), and a
-// usageError for anything wrong with the command line.
-func parseCommandLine(fs *flag.FlagSet, args []string, e env, printUsage func(io.Writer, *flag.FlagSet)) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			printUsage(e.stdout, fs)
-			return err
-		}
-		return usageError{err}
-	}
-	if fs.NArg() > 0 {
-		return usageErrorf("unexpected arguments %q", fs.Args())
-	}
-	return nil
 }
 
 // check validates the shared flags, with the problems the command found in
@@ -199,6 +172,8 @@ func (f *int32Flag) String() string {
 	return strconv.Itoa(int(*f.v))
 }
 
+func (f *int32Flag) Type() string { return "int32" }
+
 func (f *int32Flag) Set(s string) error {
 	n, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
 	if err != nil {
@@ -245,29 +220,10 @@ type progressOfOthers interface {
 	progressOf() []string
 }
 
-// parseExit says whether the command called name stops after parsing its
-// command line, which gave parseErr (see parseCommandLine), and with which
-// exit status: exitOK after help, exitUsage after a usage error, which it
-// prints on stderr.
-func parseExit(e env, name string, parseErr error) (code int, done bool) {
-	switch {
-	case errors.Is(parseErr, flag.ErrHelp):
-		return exitOK, true
-	case parseErr != nil:
-		fmt.Fprintf(e.stderr, "%s: %s\nRun '%s --help' for usage.\n", name,
-			strings.ReplaceAll(parseErr.Error(), "\n", "\n  "), name)
-		return exitUsage, true
-	}
-	return 0, false
-}
-
-// runEventCommand runs an event command whose command line parsed to cmd and
-// parseErr: it prints the event (--print), or publishes it, and with --wait
-// waits for the result and prints it. It returns the exit status.
-func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand, parseErr error) int {
-	if code, done := parseExit(e, name, parseErr); done {
-		return code
-	}
+// runEventCommand runs the event command called name, whose checked command line
+// is cmd: it prints the event (--print), or publishes it, and with --wait waits for
+// the result and prints it. It returns the exit status.
+func runEventCommand(ctx context.Context, e env, name string, cmd eventCommand) int {
 	f := cmd.flags()
 
 	ev, subject, body, err := cmd.build(e.now())

@@ -5,14 +5,92 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/kafkamender/kafkamender/internal/events"
 )
+
+// parseFlags parses and checks args, the flags of the command whose options are o, as
+// the emitter does (normalizeFlags, then the command built by newCommand), without
+// running the command: it returns the checked options, or the usageError.
+func parseFlags[O any, P interface {
+	*O
+	command
+}](o O, args []string, e env) (O, error) {
+	code := exitOK
+	cmd := newCommand("test", "", func(io.Writer, *pflag.FlagSet) {}, parseOnly{P(&o)}, e, &code)
+	cmd.SetArgs(normalizeFlags(cmd.Flags(), args))
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.Execute()
+	return o, err
+}
+
+// parseOnly is a command that does not run.
+type parseOnly struct{ command }
+
+func (parseOnly) run(context.Context, env, string) int { return exitOK }
+
+// The flag parsers of the commands, for the tests.
+func parsePublishFlags(args []string, e env) (publishOptions, error) {
+	return parseFlags(publishOptions{}, args, e)
+}
+
+func parsePreferredFlags(args []string, e env) (preferredOptions, error) {
+	return parseFlags(preferredOptions{}, args, e)
+}
+
+func parseOverloadedFlags(args []string, e env) (overloadedOptions, error) {
+	return parseFlags(overloadedOptions{}, args, e)
+}
+
+func parseRFFlags(args []string, e env) (rfOptions, error) {
+	return parseFlags(rfOptions{}, args, e)
+}
+
+func parseLogDirFlags(args []string, e env) (logDirOptions, error) {
+	return parseFlags(logDirOptions{}, args, e)
+}
+
+func parseBrokerFailedFlags(args []string, e env) (brokerFailedOptions, error) {
+	return parseFlags(brokerFailedOptions{}, args, e)
+}
+
+func parseBrokerDrainFlags(args []string, e env) (brokerDrainOptions, error) {
+	return parseFlags(brokerDrainOptions{}, args, e)
+}
+
+func parseBrokerAddedFlags(args []string, e env) (brokerAddedOptions, error) {
+	return parseFlags(brokerAddedOptions{}, args, e)
+}
+
+func parsePartitionOfflineFlags(args []string, e env) (partitionOfflineOptions, error) {
+	return parseFlags(partitionOfflineOptions{}, args, e)
+}
+
+func parsePauseFlags(args []string, e env, resume bool) (pauseOptions, error) {
+	return parseFlags(pauseOptions{resume: resume}, args, e)
+}
+
+func parseCancelFlags(args []string, e env) (cancelOptions, error) {
+	return parseFlags(cancelOptions{}, args, e)
+}
+
+func parseDecisionFlags(args []string, e env, deny bool) (decisionOptions, error) {
+	return parseFlags(decisionOptions{deny: deny}, args, e)
+}
+
+func parseResultFlags(args []string, e env) (resultOptions, error) {
+	return parseFlags(resultOptions{}, args, e)
+}
 
 // parseTest is a command line (flags only) and the options it parses to.
 type parseTest[O any] struct {

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -35,9 +36,9 @@ func (o *logDirOptions) build(now time.Time) (events.Envelope, string, []byte, e
 	return encodeEvent(o.flags(), events.TypeLogDirMoveRequested, logDirData(*o), now)
 }
 
-func parseLogDirFlags(args []string, e env) (logDirOptions, error) {
-	var o logDirOptions
-	fs := newEventFlagSet("emitter logdir-move", o.flags())
+// define defines the flags of logdir-move.
+func (o *logDirOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	broker := &int32Flag{v: &o.broker}
 	part := &int32Flag{v: &o.partition}
 	fs.Var(broker, "broker", "the `id` of the broker whose log directories change (required)")
@@ -47,41 +48,43 @@ func parseLogDirFlags(args []string, e env) (logDirOptions, error) {
 	fs.StringVar(&o.toDir, "to-dir", "", "the target `directory`, as in the broker's log.dirs (default for a balance: the emptiest)")
 	fs.Var(byteSizeFlag{&o.throttle}, "throttle", "the broker's replica.alter.log.dirs.io.max.bytes.per.second while replicas copy: a `size` per second such as 50MB or 10MiB (default: the worker's configured throttle)")
 	fs.DurationVar(&o.opTimeout, "timeout-op", 0, "how long the worker may take before it cancels the unfinished moves: a `duration` such as 30m (default: the worker's configured bound); --timeout is how long the emitter waits")
-	if err := parseCommandLine(fs, args, e, printLogDirUsage); err != nil {
-		return o, err
-	}
-	o.hasPart = part.set
-	var errs []error
-	switch {
-	case !broker.set:
-		errs = append(errs, errors.New("--broker is required"))
-	case o.broker < 0:
-		errs = append(errs, fmt.Errorf("--broker %d: must not be negative", o.broker))
-	}
-	single := o.topic != "" || part.set
-	switch {
-	case single && o.fromDir != "":
-		errs = append(errs, errors.New("--from-dir is for a balance; to move one replica give --topic, --partition and --to-dir"))
-	case single && (o.topic == "" || !part.set):
-		errs = append(errs, errors.New("--topic and --partition go together (one replica)"))
-	case single && o.toDir == "":
-		errs = append(errs, errors.New("--to-dir is required to move one replica"))
-	case single:
-		errs = append(errs, checkTopicFlag(o.topic)...)
-		if o.partition < 0 {
-			errs = append(errs, fmt.Errorf("--partition %d: must not be negative", o.partition))
+	return func(e env) error {
+		o.hasPart = part.set
+		var errs []error
+		switch {
+		case !broker.set:
+			errs = append(errs, errors.New("--broker is required"))
+		case o.broker < 0:
+			errs = append(errs, fmt.Errorf("--broker %d: must not be negative", o.broker))
 		}
-	case o.fromDir != "" && o.fromDir == o.toDir:
-		errs = append(errs, fmt.Errorf("--from-dir and --to-dir are the same directory %q", o.fromDir))
+		single := o.topic != "" || part.set
+		switch {
+		case single && o.fromDir != "":
+			errs = append(errs, errors.New("--from-dir is for a balance; to move one replica give --topic, --partition and --to-dir"))
+		case single && (o.topic == "" || !part.set):
+			errs = append(errs, errors.New("--topic and --partition go together (one replica)"))
+		case single && o.toDir == "":
+			errs = append(errs, errors.New("--to-dir is required to move one replica"))
+		case single:
+			errs = append(errs, checkTopicFlag(o.topic)...)
+			if o.partition < 0 {
+				errs = append(errs, fmt.Errorf("--partition %d: must not be negative", o.partition))
+			}
+		case o.fromDir != "" && o.fromDir == o.toDir:
+			errs = append(errs, fmt.Errorf("--from-dir and --to-dir are the same directory %q", o.fromDir))
+		}
+		if fs.Changed("throttle") && o.throttle <= 0 {
+			errs = append(errs, errors.New("--throttle: must be at least 1 byte per second (leave it out for the worker's configured throttle)"))
+		}
+		if fs.Changed("timeout-op") && o.opTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("--timeout-op %s: must be positive (leave it out for the worker's configured bound)", o.opTimeout))
+		}
+		return o.flags().check(e, errs) // fills in defaults
 	}
-	if flagGiven(fs, "throttle") && o.throttle <= 0 {
-		errs = append(errs, errors.New("--throttle: must be at least 1 byte per second (leave it out for the worker's configured throttle)"))
-	}
-	if flagGiven(fs, "timeout-op") && o.opTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout-op %s: must be positive (leave it out for the worker's configured bound)", o.opTimeout))
-	}
-	err := o.flags().check(e, errs)
-	return o, err
+}
+
+func (o *logDirOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // logDirData is the data of the logdir-move-requested event the flags ask for.
@@ -96,12 +99,7 @@ func logDirData(o logDirOptions) events.LogDirMove {
 	return d
 }
 
-func runLogDirMove(ctx context.Context, args []string, e env) int {
-	o, err := parseLogDirFlags(args, e)
-	return runEventCommand(ctx, e, "emitter logdir-move", &o, err)
-}
-
-func printLogDirUsage(w io.Writer, fs *flag.FlagSet) {
+func printLogDirUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter logdir-move --cluster CLUSTER --broker ID [--from-dir DIR] [--to-dir DIR] [flags]
        emitter logdir-move --cluster CLUSTER --broker ID --topic TOPIC --partition P --to-dir DIR [flags]
 

@@ -26,13 +26,11 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
-	"runtime"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
-	"github.com/kafkamender/kafkamender/internal/version"
 )
 
 // Exit statuses.
@@ -72,58 +70,6 @@ func main() {
 	code := run(ctx, os.Args[1:], e)
 	stop()
 	os.Exit(code)
-}
-
-func run(ctx context.Context, args []string, e env) int {
-	if len(args) == 0 {
-		usage(e.stderr)
-		return exitUsage
-	}
-	commands := map[string]func(context.Context, []string, env) int{
-		"publish":            runPublish,
-		"preferred-leader":   runPreferredLeader,
-		"broker-overloaded":  runBrokerOverloaded,
-		"replication-factor": runReplicationFactor,
-		"logdir-move":        runLogDirMove,
-		"broker-failed":      runBrokerFailed,
-		"broker-drain":       runBrokerDrain,
-		"broker-added":       runBrokerAdded,
-		"partition-offline":  runPartitionOffline,
-		"pause":              runPause,
-		"resume":             runResume,
-		"cancel":             runCancel,
-		"approve":            runApprove,
-		"deny":               runDeny,
-		"plans":              runPlans,
-		"plan":               runPlan,
-		"status":             runStatus,
-		"result":             runResult,
-		"completion":         runCompletion,
-	}
-	switch cmd, rest := args[0], args[1:]; cmd {
-	case "publish", "preferred-leader", "broker-overloaded", "replication-factor", "logdir-move",
-		"broker-failed", "broker-drain", "broker-added", "partition-offline", "pause", "resume", "cancel",
-		"approve", "deny", "plans", "plan", "status", "result", "completion":
-		return commands[cmd](ctx, rest, e)
-	case "version", "-version", "--version":
-		fmt.Fprintf(e.stdout, "kafkamender emitter %s (%s)\n", version.String(), runtime.Version())
-		return exitOK
-	case "help", "-h", "-help", "--help":
-		if len(rest) > 0 {
-			if c, ok := commands[rest[0]]; ok {
-				return c(ctx, []string{"--help"}, e)
-			}
-			fmt.Fprintf(e.stderr, "emitter help: unknown command %q\n\n", rest[0])
-			usage(e.stderr)
-			return exitUsage
-		}
-		usage(e.stdout)
-		return exitOK
-	default:
-		fmt.Fprintf(e.stderr, "emitter: unknown command %q\n\n", cmd)
-		usage(e.stderr)
-		return exitUsage
-	}
 }
 
 func usage(w io.Writer) {

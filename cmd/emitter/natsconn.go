@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/spf13/pflag"
 )
 
 // natsAuth says how the emitter authenticates to NATS and checks the server's
@@ -29,7 +29,7 @@ type natsAuth struct {
 
 // registerNATSFlags defines the connection flags of every command that talks to NATS,
 // named as the nats CLI names them; --nats-url is the emitter's older name of --server.
-func registerNATSFlags(fs *flag.FlagSet, url *string, a *natsAuth) {
+func registerNATSFlags(fs *pflag.FlagSet, url *string, a *natsAuth) {
 	fs.StringVar(url, "server", "", "NATS server `URLs`, comma-separated (default $"+envNATSURL+", $NATS_URL, the --context's, else "+defaultNATSURL+")")
 	fs.StringVar(url, "nats-url", "", "the same as --server")
 	fs.StringVar(&a.context, "context", "", "connect as the nats CLI context `NAME` says (~/.config/nats/context/NAME.json; default $NATS_CONTEXT); flags and variables override it")

@@ -6,10 +6,11 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -26,31 +27,33 @@ func (o *partitionOfflineOptions) build(now time.Time) (events.Envelope, string,
 	return buildPartitionOfflineEvent(*o, now)
 }
 
-func parsePartitionOfflineFlags(args []string, e env) (partitionOfflineOptions, error) {
-	var o partitionOfflineOptions
-	fs := newEventFlagSet("emitter partition-offline", o.flags())
+// define defines the flags of partition-offline.
+func (o *partitionOfflineOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	fs.StringVar(&o.topic, "topic", "", "only the partitions of `topic` (default: every partition of the cluster without a leader)")
 	fs.Var(int32sFlag{list: &o.partitions, what: "partition number"}, "partition", "only this `partition` of --topic; repeat for several (default: every partition of --topic without a leader)")
 	fs.Var(int32sFlag{list: &o.partitions, comma: true, what: "partition number"}, "partitions", "comma-separated `list` of partitions of --topic, same as several --partition")
 	fs.BoolVar(&o.allowUnclean, "allow-unclean", false, "allow an unclean election where no replica of the last in-sync replicas is alive: a live replica outside them becomes the leader, and the records only they held are lost (the worker's partition_offline.allow_unclean must allow it too)")
-	if err := parseCommandLine(fs, args, e, printPartitionOfflineUsage); err != nil {
-		return o, err
-	}
-	var errs []error
-	switch {
-	case o.topic != "":
-		if err := events.CheckTopicName(o.topic); err != nil {
-			errs = append(errs, fmt.Errorf("--topic %q: %w", o.topic, err))
+	return func(e env) error {
+		var errs []error
+		switch {
+		case o.topic != "":
+			if err := events.CheckTopicName(o.topic); err != nil {
+				errs = append(errs, fmt.Errorf("--topic %q: %w", o.topic, err))
+			}
+		case len(o.partitions) > 0:
+			errs = append(errs, errors.New("--partition needs --topic (partitions are numbered within a topic)"))
 		}
-	case len(o.partitions) > 0:
-		errs = append(errs, errors.New("--partition needs --topic (partitions are numbered within a topic)"))
+		if len(o.partitions) > events.MaxListedPartitions {
+			errs = append(errs, fmt.Errorf("--partition: %d partitions, over the limit of %d", len(o.partitions), events.MaxListedPartitions))
+		}
+		errs = append(errs, checkPartitions(o.partitions)...)
+		return o.flags().check(e, errs) // fills in defaults
 	}
-	if len(o.partitions) > events.MaxListedPartitions {
-		errs = append(errs, fmt.Errorf("--partition: %d partitions, over the limit of %d", len(o.partitions), events.MaxListedPartitions))
-	}
-	errs = append(errs, checkPartitions(o.partitions)...)
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+}
+
+func (o *partitionOfflineOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // partitionOfflineData is the data of the partition-offline event the flags ask for.
@@ -64,12 +67,7 @@ func buildPartitionOfflineEvent(o partitionOfflineOptions, now time.Time) (event
 	return encodeEvent(o.flags(), events.TypePartitionOffline, partitionOfflineData(o), now)
 }
 
-func runPartitionOffline(ctx context.Context, args []string, e env) int {
-	o, err := parsePartitionOfflineFlags(args, e)
-	return runEventCommand(ctx, e, "emitter partition-offline", &o, err)
-}
-
-func printPartitionOfflineUsage(w io.Writer, fs *flag.FlagSet) {
+func printPartitionOfflineUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter partition-offline --cluster CLUSTER [--topic TOPIC [--partition N...]] [flags]
 
 Asks a kafkamender worker to elect a leader for the partitions that have none

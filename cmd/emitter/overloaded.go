@@ -2,11 +2,12 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -40,6 +41,8 @@ func (f topicsFlag) String() string {
 	return strings.Join(*f.list, ",")
 }
 
+func (f topicsFlag) Type() string { return "topicList" }
+
 func (f topicsFlag) Set(s string) error {
 	fields := []string{s}
 	if f.comma {
@@ -55,8 +58,9 @@ func (f topicsFlag) Set(s string) error {
 	return nil
 }
 
-func newOverloadedFlagSet(o *overloadedOptions) (*flag.FlagSet, *int32Flag) {
-	fs := newEventFlagSet("emitter broker-overloaded", o.flags())
+// define defines the flags of broker-overloaded.
+func (o *overloadedOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	broker := &int32Flag{v: &o.broker}
 	fs.Var(broker, "broker", "`id` of the overloaded broker, whose partition leadership moves to other brokers (required)")
 	fs.Var(topicsFlag{list: &o.topics}, "topic", "only partitions of `topic`; repeat for several (default: every topic)")
@@ -65,34 +69,26 @@ func newOverloadedFlagSet(o *overloadedOptions) (*flag.FlagSet, *int32Flag) {
 	fs.Var(topicsFlag{list: &o.excludeTopics, comma: true}, "exclude-topics", "comma-separated `list` of topics, same as several --exclude-topic")
 	fs.IntVar(&o.maxPartitions, "max-partitions", 0, "change at most `n` partitions, the first in (topic, partition) order; the rest are skipped (0: no limit)")
 	fs.BoolVar(&o.demoteToEnd, "demote-to-end", false, "also move --broker to the end of each changed partition's assigned replicas, so that a later preferred-leader election does not hand leadership back")
-	return fs, broker
+	return func(e env) error {
+		errs := checkBrokerFlag(broker)
+		errs = append(errs, checkTopicList("--topic", o.topics)...)
+		errs = append(errs, checkTopicList("--exclude-topic", o.excludeTopics)...)
+		both := map[string]bool{}
+		for _, t := range o.topics {
+			if contains(o.excludeTopics, t) && !both[t] {
+				both[t] = true
+				errs = append(errs, fmt.Errorf("topic %q: both included (--topic) and excluded (--exclude-topic)", t))
+			}
+		}
+		if o.maxPartitions < 0 {
+			errs = append(errs, fmt.Errorf("--max-partitions %d: must be 0 (no limit) or more", o.maxPartitions))
+		}
+		return o.flags().check(e, errs) // fills in defaults
+	}
 }
 
-// parseOverloadedFlags parses and validates the flags of broker-overloaded.
-// It returns flag.ErrHelp when help was asked for (the usage is then printed),
-// and a usageError for anything wrong with the command line.
-func parseOverloadedFlags(args []string, e env) (overloadedOptions, error) {
-	var o overloadedOptions
-	fs, broker := newOverloadedFlagSet(&o)
-	if err := parseCommandLine(fs, args, e, printOverloadedUsage); err != nil {
-		return o, err
-	}
-
-	errs := checkBrokerFlag(broker)
-	errs = append(errs, checkTopicList("--topic", o.topics)...)
-	errs = append(errs, checkTopicList("--exclude-topic", o.excludeTopics)...)
-	both := map[string]bool{}
-	for _, t := range o.topics {
-		if contains(o.excludeTopics, t) && !both[t] {
-			both[t] = true
-			errs = append(errs, fmt.Errorf("topic %q: both included (--topic) and excluded (--exclude-topic)", t))
-		}
-	}
-	if o.maxPartitions < 0 {
-		errs = append(errs, fmt.Errorf("--max-partitions %d: must be 0 (no limit) or more", o.maxPartitions))
-	}
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+func (o *overloadedOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // checkTopicList checks the topic names given to the flag called name (and
@@ -135,12 +131,7 @@ func buildOverloadedEvent(o overloadedOptions, now time.Time) (ev events.Envelop
 	return encodeEvent(o.flags(), events.TypeBrokerOverloaded, overloadedData(o), now)
 }
 
-func runBrokerOverloaded(ctx context.Context, args []string, e env) int {
-	o, err := parseOverloadedFlags(args, e)
-	return runEventCommand(ctx, e, "emitter broker-overloaded", &o, err)
-}
-
-func printOverloadedUsage(w io.Writer, fs *flag.FlagSet) {
+func printOverloadedUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter broker-overloaded --cluster CLUSTER --broker BROKER [flags]
 
 Asks a kafkamender worker to move partition leadership off BROKER: for every

@@ -6,11 +6,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -50,52 +51,41 @@ func parseUntil(s string, now time.Time) (time.Time, error) {
 	return now.Add(d).Truncate(time.Second), nil
 }
 
-func parsePauseFlags(args []string, e env, resume bool) (pauseOptions, error) {
-	o := pauseOptions{resume: resume}
-	name, usage := "emitter pause", printPauseUsage
-	if resume {
-		name, usage = "emitter resume", printResumeUsage
-	}
-	fs := newEventFlagSet(name, o.flags())
+// define defines the flags of pause, or of resume (o.resume).
+func (o *pauseOptions) define(fs *pflag.FlagSet) func(env) error {
+	resume := o.resume
+	o.flags().register(fs)
 	if !resume {
 		fs.StringVar(&o.until, "until", "", "end the pause by itself at `time` (RFC 3339) or after a duration (2h); default: until emitter resume")
 	}
-	if err := parseCommandLine(fs, args, e, usage); err != nil {
-		return o, err
-	}
-	var errs []error
-	if o.dryRun {
-		errs = append(errs, errors.New("--dry-run: a pause or a resume has no plan; --print shows the event without publishing it"))
-	}
-	if !resume {
-		if strings.TrimSpace(o.reason) == "" {
-			errs = append(errs, errors.New("--reason is required: say why the automation is off (it is shown on every event held)"))
+	return func(e env) error {
+		var errs []error
+		if o.dryRun {
+			errs = append(errs, errors.New("--dry-run: a pause or a resume has no plan; --print shows the event without publishing it"))
 		}
-		until, err := parseUntil(o.until, e.now())
-		switch {
-		case err != nil:
-			errs = append(errs, err)
-		case !until.IsZero() && !until.After(e.now()):
-			errs = append(errs, fmt.Errorf("--until %s: not in the future", o.until))
-		case !until.IsZero() && until.Sub(e.now()) > events.MaxPause:
-			errs = append(errs, fmt.Errorf("--until %s: more than %s ahead (pause without --until, and resume)", o.until, events.MaxPause))
+		if !resume {
+			if strings.TrimSpace(o.reason) == "" {
+				errs = append(errs, errors.New("--reason is required: say why the automation is off (it is shown on every event held)"))
+			}
+			until, err := parseUntil(o.until, e.now())
+			switch {
+			case err != nil:
+				errs = append(errs, err)
+			case !until.IsZero() && !until.After(e.now()):
+				errs = append(errs, fmt.Errorf("--until %s: not in the future", o.until))
+			case !until.IsZero() && until.Sub(e.now()) > events.MaxPause:
+				errs = append(errs, fmt.Errorf("--until %s: more than %s ahead (pause without --until, and resume)", o.until, events.MaxPause))
+			}
 		}
+		return o.flags().check(e, errs)
 	}
-	err := o.flags().check(e, errs)
-	return o, err
 }
 
-func runPause(ctx context.Context, args []string, e env) int {
-	o, err := parsePauseFlags(args, e, false)
-	return runEventCommand(ctx, e, "emitter pause", &o, err)
+func (o *pauseOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
-func runResume(ctx context.Context, args []string, e env) int {
-	o, err := parsePauseFlags(args, e, true)
-	return runEventCommand(ctx, e, "emitter resume", &o, err)
-}
-
-func printPauseUsage(w io.Writer, fs *flag.FlagSet) {
+func printPauseUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter pause --cluster CLUSTER --reason WORDS [--until TIME] [flags]
 
 Switches the automation off for a cluster (a %s event), during an
@@ -124,7 +114,7 @@ Examples:
 	printFlags(w, fs)
 }
 
-func printResumeUsage(w io.Writer, fs *flag.FlagSet) {
+func printResumeUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter resume --cluster CLUSTER [flags]
 
 Switches the automation of a paused cluster back on (a %s event): the

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -24,6 +24,7 @@ import (
 
 // plansOptions are the flags of emitter plans and emitter plan show.
 type plansOptions struct {
+	show     bool   // plan show, not plans
 	cluster  string // "": every cluster
 	all      bool   // plans: every plan stored, not only those awaiting
 	id       string // plan show: the plan
@@ -33,23 +34,39 @@ type plansOptions struct {
 	timeout  time.Duration
 }
 
-// newPlansFlagSet is the flag set of emitter plans or plan show (show), with the flags
-// both have.
-func newPlansFlagSet(name string, o *plansOptions, show bool) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if show {
+// define defines the flags of emitter plans, or of plan show (o.show).
+func (o *plansOptions) define(fs *pflag.FlagSet) func(env) error {
+	if o.show {
 		fs.StringVar(&o.id, "id", "", "the plan's `id` (required): the plan_id of its event's awaiting_approval result")
 		fs.StringVar(&o.cluster, "cluster", "", "the plan's `cluster` (default: whichever cluster has a plan of that id)")
 	} else {
 		fs.StringVar(&o.cluster, "cluster", "", "only the plans of this `cluster` (default: every cluster)")
 		fs.BoolVar(&o.all, "all", false, "every plan stored (approved, denied, expired, stale, cancelled too), not only those awaiting approval")
 	}
-	fs.StringVar(&o.output, "o", outputTable, "`format`: table or json (the plans as stored)")
-	fs.StringVar(&o.output, "output", outputTable, "same as -o")
+	registerOutputFlags(fs, &o.output, "`format`: table or json (the plans as stored)")
 	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
-	return fs
+	return func(e env) error {
+		var errs []error
+		if o.show {
+			switch {
+			case o.id == "":
+				errs = append(errs, errors.New("--id is required: the id of the plan (emitter plans lists them)"))
+			default:
+				if err := events.CheckID(o.id); err != nil {
+					errs = append(errs, fmt.Errorf("--id %q: %w", o.id, err))
+				}
+			}
+		}
+		return o.check(e, errs)
+	}
+}
+
+func (o *plansOptions) run(ctx context.Context, e env, name string) int {
+	if o.show {
+		return runPlanShow(ctx, e, name, o)
+	}
+	return runPlans(ctx, e, name, o)
 }
 
 // check checks the flags both commands have, with the problems the command found in its
@@ -72,34 +89,7 @@ func (o *plansOptions) check(e env, own []error) error {
 	return nil
 }
 
-func parsePlansFlags(args []string, e env) (plansOptions, error) {
-	var o plansOptions
-	fs := newPlansFlagSet("emitter plans", &o, false)
-	if err := parseCommandLine(fs, args, e, printPlansUsage); err != nil {
-		return o, err
-	}
-	return o, o.check(e, nil)
-}
-
-func parsePlanShowFlags(args []string, e env) (plansOptions, error) {
-	var o plansOptions
-	fs := newPlansFlagSet("emitter plan show", &o, true)
-	if err := parseCommandLine(fs, args, e, printPlanShowUsage); err != nil {
-		return o, err
-	}
-	var errs []error
-	switch {
-	case o.id == "":
-		errs = append(errs, errors.New("--id is required: the id of the plan (emitter plans lists them)"))
-	default:
-		if err := events.CheckID(o.id); err != nil {
-			errs = append(errs, fmt.Errorf("--id %q: %w", o.id, err))
-		}
-	}
-	return o, o.check(e, errs)
-}
-
-func printPlansUsage(w io.Writer, fs *flag.FlagSet) {
+func printPlansUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter plans [--cluster CLUSTER] [--all] [flags]
 
 Lists the plans that wait for a person's approval, read from bucket
@@ -122,7 +112,7 @@ Flags:
 	printFlags(w, fs)
 }
 
-func printPlanShowUsage(w io.Writer, fs *flag.FlagSet) {
+func printPlanShowUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter plan show --id PLAN-ID [--cluster CLUSTER] [flags]
 
 Shows one plan of bucket %s: its event, why it waits, when it
@@ -142,12 +132,8 @@ Flags:
 	printFlags(w, fs)
 }
 
-func runPlans(ctx context.Context, args []string, e env) int {
-	const name = "emitter plans"
-	o, err := parsePlansFlags(args, e)
-	if code, done := parseExit(e, name, err); done {
-		return code
-	}
+// runPlans runs emitter plans.
+func runPlans(ctx context.Context, e env, name string, o *plansOptions) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	js, closeNC, ok := connectJetStream(e, name, o.natsURL, o.natsAuth, o.timeout)
@@ -297,28 +283,8 @@ func shortDuration(d time.Duration) string {
 
 func oneLine(s string) string { return strings.ReplaceAll(strings.TrimSpace(s), "\n", "; ") }
 
-// runPlan runs emitter plan SUBCOMMAND (show).
-func runPlan(ctx context.Context, args []string, e env) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "show":
-			return runPlanShow(ctx, args[1:], e)
-		case "-h", "-help", "--help", "help":
-			return runPlanShow(ctx, []string{"--help"}, e)
-		}
-		fmt.Fprintf(e.stderr, "emitter plan: unknown subcommand %q (want show)\nRun 'emitter plan show --help' for usage.\n", args[0])
-		return exitUsage
-	}
-	fmt.Fprintf(e.stderr, "emitter plan: want a subcommand: emitter plan show --id PLAN-ID\nRun 'emitter plan show --help' for usage.\n")
-	return exitUsage
-}
-
-func runPlanShow(ctx context.Context, args []string, e env) int {
-	const name = "emitter plan show"
-	o, err := parsePlanShowFlags(args, e)
-	if code, done := parseExit(e, name, err); done {
-		return code
-	}
+// runPlanShow runs emitter plan show.
+func runPlanShow(ctx context.Context, e env, name string, o *plansOptions) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	js, closeNC, ok := connectJetStream(e, name, o.natsURL, o.natsAuth, o.timeout)

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -46,6 +47,8 @@ func (f int32sFlag) String() string {
 	return joinInt32(*f.list, ",")
 }
 
+func (f int32sFlag) Type() string { return "int32List" }
+
 func (f int32sFlag) Set(s string) error {
 	fields := []string{s}
 	if f.comma {
@@ -65,35 +68,28 @@ func (f int32sFlag) Set(s string) error {
 	return nil
 }
 
-func newPreferredFlagSet(o *preferredOptions) (*flag.FlagSet, *int32Flag) {
-	fs := newEventFlagSet("emitter preferred-leader", o.flags())
+// define defines the flags of preferred-leader.
+func (o *preferredOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	broker := &int32Flag{v: &o.broker}
 	fs.StringVar(&o.topic, "topic", "", "the `topic` whose partitions change (required)")
 	fs.Var(broker, "broker", "`id` of the broker to make the preferred leader (required)")
 	fs.Var(int32sFlag{list: &o.partitions, what: "partition number"}, "partition", "a `partition` to change; repeat for several (default: every partition with a replica on --broker)")
 	fs.Var(int32sFlag{list: &o.partitions, comma: true, what: "partition number"}, "partitions", "comma-separated `list` of partitions, same as several --partition")
 	fs.StringVar(&o.strategy, "strategy", "", "cluster backend (`strategy`) the worker uses: "+orList(strategies)+" (default: the worker's configured strategy)")
-	return fs, broker
+	return func(e env) error {
+		errs := checkTopicFlag(o.topic)
+		errs = append(errs, checkBrokerFlag(broker)...)
+		errs = append(errs, checkPartitions(o.partitions)...)
+		if o.strategy != "" && !contains(strategies, o.strategy) {
+			errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(strategies)))
+		}
+		return o.flags().check(e, errs) // fills in defaults
+	}
 }
 
-// parsePreferredFlags parses and validates the flags of preferred-leader. It
-// returns flag.ErrHelp when help was asked for (the usage is then printed), and
-// a usageError for anything wrong with the command line.
-func parsePreferredFlags(args []string, e env) (preferredOptions, error) {
-	var o preferredOptions
-	fs, broker := newPreferredFlagSet(&o)
-	if err := parseCommandLine(fs, args, e, printPreferredUsage); err != nil {
-		return o, err
-	}
-
-	errs := checkTopicFlag(o.topic)
-	errs = append(errs, checkBrokerFlag(broker)...)
-	errs = append(errs, checkPartitions(o.partitions)...)
-	if o.strategy != "" && !contains(strategies, o.strategy) {
-		errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(strategies)))
-	}
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
+func (o *preferredOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // checkTopicFlag checks --topic: given, and a name a Kafka topic can have.
@@ -143,12 +139,7 @@ func buildPreferredEvent(o preferredOptions, now time.Time) (ev events.Envelope,
 	return encodeEvent(o.flags(), events.TypeReplicaChangeRequested, preferredData(o), now)
 }
 
-func runPreferredLeader(ctx context.Context, args []string, e env) int {
-	o, err := parsePreferredFlags(args, e)
-	return runEventCommand(ctx, e, "emitter preferred-leader", &o, err)
-}
-
-func printPreferredUsage(w io.Writer, fs *flag.FlagSet) {
+func printPreferredUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter preferred-leader --cluster CLUSTER --topic TOPIC --broker BROKER [flags]
 
 Asks a kafkamender worker to make BROKER the preferred leader of partitions of

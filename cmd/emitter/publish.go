@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -43,13 +43,8 @@ type publishOptions struct {
 	dryRun bool
 }
 
-// parsePublishFlags parses and validates the flags of publish. It returns
-// flag.ErrHelp when help was asked for (the usage is then printed), and a
-// usageError for anything wrong with the command line.
-func parsePublishFlags(args []string, e env) (publishOptions, error) {
-	var o publishOptions
-	fs := flag.NewFlagSet("emitter publish", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// define defines the flags of publish.
+func (o *publishOptions) define(fs *pflag.FlagSet) func(env) error {
 	fs.StringVar(&o.cluster, "cluster", "", "Kafka `cluster` the event is about, as named in the workers' config (required)")
 	fs.StringVar(&o.typ, "type", "", "event `type`: "+typeList()+" (required)")
 	fs.StringVar(&o.data, "data", "", "the request, a JSON `object` (required)")
@@ -60,11 +55,11 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up connecting and publishing after `duration`")
 	fs.BoolVar(&o.print, "print", false, "print the event on stdout instead of publishing it")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "deprecated: the same as --print here (on the other commands --dry-run asks the worker for the plan; to ask for one with publish, put \"dry_run\":true in --data)")
+	return o.check
+}
 
-	if err := parseCommandLine(fs, args, e, printPublishUsage); err != nil {
-		return o, err
-	}
-
+// check validates the flags of publish, and fills in the defaults.
+func (o *publishOptions) check(e env) error {
 	errs := checkClusterFlag(o.cluster)
 	switch {
 	case o.typ == "":
@@ -79,13 +74,13 @@ func parsePublishFlags(args []string, e env) (publishOptions, error) {
 	}
 	errs = append(errs, checkEventFlags(o.id, o.expiresIn, o.timeout)...)
 	if err := errors.Join(errs...); err != nil {
-		return o, usageError{err}
+		return usageError{err}
 	}
 	o.id, o.source = eventDefaults(o.id, o.source, e)
 	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
-		return o, usageError{err}
+		return usageError{err}
 	}
-	return o, nil
+	return nil
 }
 
 // checkEventFlags checks the flags that every publishing command shares.
@@ -126,7 +121,7 @@ func typeList() string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-func printPublishUsage(w io.Writer, fs *flag.FlagSet) {
+func printPublishUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter publish --cluster CLUSTER --type TYPE --data '{...}' [flags]
 
 Builds a CloudEvents 1.0 event of the given type about the given cluster,
@@ -144,33 +139,8 @@ Flags:
 	printFlags(w, fs)
 }
 
-// printFlags is flag.PrintDefaults with the double-dash spelling that the
-// help texts use (the flag package accepts both).
-func printFlags(w io.Writer, fs *flag.FlagSet) {
-	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flag.UnquoteUsage(f)
-		line := "  --" + f.Name
-		if len(f.Name) == 1 {
-			line = "  -" + f.Name
-		}
-		if name != "" {
-			line += " " + strings.ToUpper(name)
-		}
-		fmt.Fprintf(w, "%s\n        %s", line, usage)
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			fmt.Fprintf(w, " (default %s)", f.DefValue)
-		}
-		fmt.Fprintln(w)
-	})
-}
-
-func runPublish(ctx context.Context, args []string, e env) int {
-	o, err := parsePublishFlags(args, e)
-	if code, done := parseExit(e, "emitter publish", err); done {
-		return code
-	}
-
-	ev := buildEnvelope(o, e.now())
+func (o *publishOptions) run(ctx context.Context, e env, _ string) int {
+	ev := buildEnvelope(*o, e.now())
 	if err := ev.Validate(); err != nil {
 		// The flags were checked; this is a bug rather than a usage error.
 		fmt.Fprintf(e.stderr, "emitter publish: event %s: %v\n", ev.ID, err)

@@ -3,12 +3,13 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math/big"
 	"strings"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -95,6 +96,8 @@ func (f byteSizeFlag) String() string {
 	return fmt.Sprint(*f.v)
 }
 
+func (f byteSizeFlag) Type() string { return "byteSize" }
+
 func (f byteSizeFlag) Set(s string) error {
 	n, err := parseByteSize(s)
 	if err != nil {
@@ -104,8 +107,9 @@ func (f byteSizeFlag) Set(s string) error {
 	return nil
 }
 
-func newRFFlagSet(o *rfOptions) (*flag.FlagSet, *int32Flag) {
-	fs := newEventFlagSet("emitter replication-factor", o.flags())
+// define defines the flags of replication-factor.
+func (o *rfOptions) define(fs *pflag.FlagSet) func(env) error {
+	o.flags().register(fs)
 	factor := &int32Flag{v: &o.factor}
 	fs.StringVar(&o.topic, "topic", "", "the `topic` whose replication factor changes (required)")
 	fs.Var(factor, "rf", "the replication factor wanted: `n` replicas per partition, 1 or more (required)")
@@ -114,49 +118,34 @@ func newRFFlagSet(o *rfOptions) (*flag.FlagSet, *int32Flag) {
 	fs.StringVar(&o.strategy, "strategy", "", "cluster backend (`strategy`) the worker uses: "+orList(rfStrategies)+" (default: the worker's configured strategy; zk-nudge cannot change replica sets)")
 	fs.Var(byteSizeFlag{&o.throttle}, "throttle", "replication throttle while new replicas copy, in bytes per second: a `size` such as 50MB, 10MiB or 1048576 (B, KB, MB, GB: powers of 1000; KiB, MiB, GiB: of 1024) (default: the worker's configured throttle)")
 	fs.DurationVar(&o.opTimeout, "timeout-op", 0, "how long the worker may take over the change before it cancels the unfinished reassignments: a `duration` such as 30m (default: the worker's configured bound); --timeout is how long the emitter waits")
-	return fs, factor
+	return func(e env) error {
+		errs := checkTopicFlag(o.topic)
+		switch {
+		case !factor.set:
+			errs = append(errs, errors.New("--rf is required"))
+		case o.factor < 1:
+			errs = append(errs, fmt.Errorf("--rf %d: must be at least 1", o.factor))
+		}
+		errs = append(errs, checkPartitions(o.partitions)...)
+		switch {
+		case o.strategy == "" || contains(rfStrategies, o.strategy):
+		case o.strategy == "zk-nudge":
+			errs = append(errs, fmt.Errorf("--strategy zk-nudge: not for replication-factor: zk-nudge never changes a replica set, and the worker rejects it (want %s)", orList(rfStrategies)))
+		default:
+			errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(rfStrategies)))
+		}
+		if fs.Changed("throttle") && o.throttle <= 0 {
+			errs = append(errs, errors.New("--throttle: must be at least 1 byte per second (leave it out for the worker's configured throttle)"))
+		}
+		if fs.Changed("timeout-op") && o.opTimeout <= 0 {
+			errs = append(errs, fmt.Errorf("--timeout-op %s: must be positive (leave it out for the worker's configured bound)", o.opTimeout))
+		}
+		return o.flags().check(e, errs) // fills in defaults
+	}
 }
 
-// parseRFFlags parses and validates the flags of replication-factor. It
-// returns flag.ErrHelp when help was asked for (the usage is then printed),
-// and a usageError for anything wrong with the command line.
-func parseRFFlags(args []string, e env) (rfOptions, error) {
-	var o rfOptions
-	fs, factor := newRFFlagSet(&o)
-	if err := parseCommandLine(fs, args, e, printRFUsage); err != nil {
-		return o, err
-	}
-
-	errs := checkTopicFlag(o.topic)
-	switch {
-	case !factor.set:
-		errs = append(errs, errors.New("--rf is required"))
-	case o.factor < 1:
-		errs = append(errs, fmt.Errorf("--rf %d: must be at least 1", o.factor))
-	}
-	errs = append(errs, checkPartitions(o.partitions)...)
-	switch {
-	case o.strategy == "" || contains(rfStrategies, o.strategy):
-	case o.strategy == "zk-nudge":
-		errs = append(errs, fmt.Errorf("--strategy zk-nudge: not for replication-factor: zk-nudge never changes a replica set, and the worker rejects it (want %s)", orList(rfStrategies)))
-	default:
-		errs = append(errs, fmt.Errorf("--strategy %q: unknown strategy (want %s)", o.strategy, orList(rfStrategies)))
-	}
-	if flagGiven(fs, "throttle") && o.throttle <= 0 {
-		errs = append(errs, errors.New("--throttle: must be at least 1 byte per second (leave it out for the worker's configured throttle)"))
-	}
-	if flagGiven(fs, "timeout-op") && o.opTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout-op %s: must be positive (leave it out for the worker's configured bound)", o.opTimeout))
-	}
-	err := o.flags().check(e, errs) // fills in defaults: before o is returned
-	return o, err
-}
-
-// flagGiven reports whether the flag called name was on the command line.
-func flagGiven(fs *flag.FlagSet, name string) bool {
-	given := false
-	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
-	return given
+func (o *rfOptions) run(ctx context.Context, e env, name string) int {
+	return runEventCommand(ctx, e, name, o)
 }
 
 // rfData is the data of the replica-change-requested event the flags ask for.
@@ -180,12 +169,7 @@ func buildRFEvent(o rfOptions, now time.Time) (ev events.Envelope, subject strin
 	return encodeEvent(o.flags(), events.TypeReplicaChangeRequested, rfData(o), now)
 }
 
-func runReplicationFactor(ctx context.Context, args []string, e env) int {
-	o, err := parseRFFlags(args, e)
-	return runEventCommand(ctx, e, "emitter replication-factor", &o, err)
-}
-
-func printRFUsage(w io.Writer, fs *flag.FlagSet) {
+func printRFUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter replication-factor --cluster CLUSTER --topic TOPIC --rf N [flags]
 
 Asks a kafkamender worker to give the partitions of TOPIC N replicas each.

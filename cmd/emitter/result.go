@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 )
@@ -22,18 +22,17 @@ type resultOptions struct {
 	timeout  time.Duration
 }
 
-func parseResultFlags(args []string, e env) (resultOptions, error) {
-	var o resultOptions
-	fs := flag.NewFlagSet("emitter result", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// define defines the flags of result.
+func (o *resultOptions) define(fs *pflag.FlagSet) func(env) error {
 	fs.StringVar(&o.id, "id", "", "the event `id` (required)")
-	fs.StringVar(&o.output, "o", outputTable, "result `format`: table or json (the result as the worker published it)")
-	fs.StringVar(&o.output, "output", outputTable, "same as -o")
+	registerOutputFlags(fs, &o.output, "result `format`: table or json (the result as the worker published it)")
 	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
-	if err := parseCommandLine(fs, args, e, printResultUsage); err != nil {
-		return o, err
-	}
+	return o.check
+}
+
+// check validates the flags of result, and resolves the NATS connection.
+func (o *resultOptions) check(e env) error {
 	var errs []error
 	switch {
 	case o.id == "":
@@ -46,15 +45,15 @@ func parseResultFlags(args []string, e env) (resultOptions, error) {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return o, usageError{err}
+		return usageError{err}
 	}
 	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
-		return o, usageError{err}
+		return usageError{err}
 	}
-	return o, nil
+	return nil
 }
 
-func printResultUsage(w io.Writer, fs *flag.FlagSet) {
+func printResultUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter result --id ID [flags]
 
 Prints the result a worker published for event ID, as kept in stream %s
@@ -73,12 +72,7 @@ Flags:
 	printFlags(w, fs)
 }
 
-func runResult(ctx context.Context, args []string, e env) int {
-	const name = "emitter result"
-	o, err := parseResultFlags(args, e)
-	if code, done := parseExit(e, name, err); done {
-		return code
-	}
+func (o *resultOptions) run(ctx context.Context, e env, name string) int {
 
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()

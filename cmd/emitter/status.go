@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
@@ -33,19 +33,18 @@ type statusOptions struct {
 	timeout  time.Duration
 }
 
-func parseStatusFlags(args []string, e env) (statusOptions, error) {
-	var o statusOptions
-	fs := flag.NewFlagSet("emitter status", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
+// define defines the flags of status.
+func (o *statusOptions) define(fs *pflag.FlagSet) func(env) error {
 	fs.StringVar(&o.cluster, "cluster", "", "only this `cluster` (default: every cluster the fleet has a consumer for)")
 	fs.StringVar(&o.consumer, "consumer", pipeline.DefaultConsumer, "the fleet's `name` (its nats.consumer): its consumers are NAME_<cluster>")
-	fs.StringVar(&o.output, "o", outputTable, "`format`: table or json")
-	fs.StringVar(&o.output, "output", outputTable, "same as -o")
+	registerOutputFlags(fs, &o.output, "`format`: table or json")
 	registerNATSFlags(fs, &o.natsURL, &o.natsAuth)
 	fs.DurationVar(&o.timeout, "timeout", publishTimeout, "give up connecting and reading after `duration`")
-	if err := parseCommandLine(fs, args, e, printStatusUsage); err != nil {
-		return o, err
-	}
+	return o.check
+}
+
+// check validates the flags of status, and resolves the NATS connection.
+func (o *statusOptions) check(e env) error {
 	var errs []error
 	if o.cluster != "" {
 		errs = append(errs, checkClusterFlag(o.cluster)...)
@@ -58,15 +57,15 @@ func parseStatusFlags(args []string, e env) (statusOptions, error) {
 		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
 	}
 	if err := errors.Join(errs...); err != nil {
-		return o, usageError{err}
+		return usageError{err}
 	}
 	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
-		return o, usageError{err}
+		return usageError{err}
 	}
-	return o, nil
+	return nil
 }
 
-func printStatusUsage(w io.Writer, fs *flag.FlagSet) {
+func printStatusUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintf(w, `Usage: emitter status [--cluster CLUSTER] [flags]
 
 Says, for each cluster (read from NATS, as the workers keep it):
@@ -131,12 +130,7 @@ type inFlight struct {
 	Reassignments int          `json:"reassignments"`
 }
 
-func runStatus(ctx context.Context, args []string, e env) int {
-	const name = "emitter status"
-	o, err := parseStatusFlags(args, e)
-	if code, done := parseExit(e, name, err); done {
-		return code
-	}
+func (o *statusOptions) run(ctx context.Context, e env, name string) int {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	js, closeNC, ok := connectJetStream(e, name, o.natsURL, o.natsAuth, o.timeout)
@@ -144,7 +138,7 @@ func runStatus(ctx context.Context, args []string, e env) int {
 		return exitFailure
 	}
 	defer closeNC()
-	st, err := readStatus(ctx, js, o)
+	st, err := readStatus(ctx, js, *o)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "%s: %v\n", name, err)
 		return exitFailure
