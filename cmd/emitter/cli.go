@@ -1,10 +1,10 @@
 package main
 
 // The emitter's command tree, on cobra: the commands and their flags (pflag), help on
-// stdout, --version; and what keeps the command line
+// stdout, --version, shell completion (completion.go); and what keeps the command line
 // as it was when the emitter parsed it with the flag package: one dash or two for any
-// flag (normalizeFlags), the flag package's words for a bad flag (flagError), the flags
-// ending at the first argument, and each command's usage text as its help.
+// flag (normalizeFlags), the flag package's words for a bad flag (flagError), the
+// flags ending at the first argument, and each command's usage text as its help.
 
 import (
 	"context"
@@ -128,14 +128,7 @@ func newRootCommand(e env, code *int) *cobra.Command {
 	root.AddCommand(newPlanCommand(show, e, code))
 	add("status", "per cluster: paused or not, the lock, the operation in flight, the events and plans waiting", printStatusUsage, &statusOptions{})
 	add("result", "print the stored result of an event", printResultUsage, &resultOptions{})
-	completion := &cobra.Command{
-		Use:                "completion",
-		Short:              "print a shell completion script (bash, zsh)",
-		DisableFlagParsing: true,
-		Run:                func(c *cobra.Command, args []string) { *code = runCompletion(c.Context(), args, e) },
-	}
-	completion.SetHelpFunc(func(c *cobra.Command, _ []string) { runCompletion(c.Context(), []string{"--help"}, e) })
-	root.AddCommand(completion)
+	root.AddCommand(newCompletionCommand(e, code))
 	root.AddCommand(&cobra.Command{
 		Use:                "version",
 		Hidden:             true, // emitter --version is the documented spelling
@@ -151,7 +144,8 @@ func newRootCommand(e env, code *int) *cobra.Command {
 }
 
 // newCommand is the command called name that reads its flags into c and runs it: help
-// prints usage (the flags at the end).
+// prints usage (the flags at the end), and a flag with values to complete (completeWith)
+// completes them.
 func newCommand(name, short string, usage func(io.Writer, *pflag.FlagSet), c command, e env, code *int) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:           name,
@@ -168,6 +162,13 @@ func newCommand(name, short string, usage func(io.Writer, *pflag.FlagSet), c com
 	fs := cmd.Flags()
 	fs.SetInterspersed(false) // as with the flag package, the flags end at the first argument
 	check := c.define(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		// Shell completion shows a flag's usage: without the backquotes around the name of
+		// its value, kept for the help (printFlags).
+		name, usage := pflag.UnquoteUsage(f)
+		f.Usage = usage
+		_ = fs.SetAnnotation(f.Name, valueNameAnnotation, []string{name})
+	})
 	cmd.InitDefaultHelpFlag()
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return flagError(err) })
 	cmd.SetHelpFunc(func(c *cobra.Command, _ []string) { usage(c.OutOrStdout(), c.Flags()) })
@@ -178,6 +179,11 @@ func newCommand(name, short string, usage func(io.Writer, *pflag.FlagSet), c com
 		*code = c.run(cmd.Context(), e, cmd.CommandPath())
 		return nil
 	}
+	fs.VisitAll(func(f *pflag.Flag) {
+		if values, ok := f.Annotations[valuesAnnotation]; ok {
+			_ = cmd.RegisterFlagCompletionFunc(f.Name, completeValues(values))
+		}
+	})
 	return cmd
 }
 
@@ -373,23 +379,61 @@ func flagError(err error) error {
 	return usageError{err}
 }
 
+// Annotations of flags: the values the shell completes (completeWith), and the name of
+// the flag's value in the help (newCommand, printFlags).
+const (
+	valuesAnnotation    = "kafkamender/values"
+	valueNameAnnotation = "kafkamender/value-name"
+)
+
+// completeWith has the shell complete the value of the flag called name with values
+// (each "value" or "value\tdescription").
+func completeWith(fs *pflag.FlagSet, name string, values ...string) {
+	if err := fs.SetAnnotation(name, valuesAnnotation, values); err != nil {
+		panic(err) // no such flag: a bug
+	}
+}
+
+// completeValues completes a flag's value with those of values that start with what is
+// typed.
+func completeValues(values []string) cobra.CompletionFunc {
+	return func(_ *cobra.Command, _ []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		var matches []cobra.Completion
+		for _, v := range values {
+			if value, _, _ := strings.Cut(v, "\t"); strings.HasPrefix(value, toComplete) {
+				matches = append(matches, v)
+			}
+		}
+		return matches, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 // registerOutputFlags defines -o and --output, the format of what a command prints:
-// table or json. -o is a long flag too (--o, as the flag package took it).
+// table or json. -o is a long flag too (--o, as the flag package took it), hidden from
+// the completion of flag names, which offers --output.
 func registerOutputFlags(fs *pflag.FlagSet, output *string, usage string) {
 	fs.StringVarP(output, "o", "o", outputTable, usage)
 	fs.StringVar(output, "output", outputTable, "same as -o")
+	_ = fs.MarkHidden("o")
+	for _, name := range []string{"o", "output"} {
+		completeWith(fs, name, outputTable+"\ta table for people", outputJSON+"\tJSON, as stored")
+	}
 }
 
-// printFlags prints the flags of fs, each on a line with its value's name, then its
-// usage and default on the next, as flag.PrintDefaults did, with the double-dash
-// spelling that the help texts use (and -o for the one-letter flag). The help flag that
-// cobra adds is left out: every usage text says --help.
+// printFlags prints the flags of fs, each on a line with the name of its value (the
+// word between backquotes in its usage, else its type), then its usage and default on
+// the next, as flag.PrintDefaults did, with the double-dash spelling that the help
+// texts use (and -o for the one-letter flag). The help flag that cobra adds is left
+// out: every usage text says --help.
 func printFlags(w io.Writer, fs *pflag.FlagSet) {
 	fs.VisitAll(func(f *pflag.Flag) {
 		if len(f.Annotations[cobra.FlagSetByCobraAnnotation]) > 0 {
 			return
 		}
 		name, usage := pflag.UnquoteUsage(f)
+		if n, ok := f.Annotations[valueNameAnnotation]; ok {
+			name = n[0] // and usage is unquoted already
+		}
 		line := "  --" + f.Name
 		if len(f.Name) == 1 {
 			line = "  -" + f.Name

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"reflect"
 	"slices"
 	"strings"
@@ -141,7 +142,7 @@ func TestRootCommandLine(t *testing.T) {
 		{[]string{"--help", "publish"}, []string{"Usage: emitter publish"}},
 		{[]string{"-h", "plan", "show"}, []string{"Usage: emitter plan show"}},
 		{[]string{"help", "plan", "show"}, []string{"Usage: emitter plan show"}},
-		{[]string{"help", "completion"}, []string{"Usage: emitter completion bash|zsh"}},
+		{[]string{"help", "completion"}, []string{"Usage: emitter completion bash|zsh|fish"}},
 		{[]string{"help", "publish", "--cluster"}, []string{"Usage: emitter publish"}},
 	}, nil)
 }
@@ -185,6 +186,93 @@ func TestHelpOfEveryCommand(t *testing.T) {
 		}
 		if strings.Contains(out, "`") || strings.Contains(out, "  --help") {
 			t.Errorf("%q: help lists its flags as cobra would:\n%s", path, out)
+		}
+	}
+}
+
+// emitter completion writes a script for bash, zsh and fish, that asks the emitter
+// (emitter __complete) for completions.
+func TestCompletionScripts(t *testing.T) {
+	for _, shell := range completionShells {
+		e, stdout, stderr := testEnv(nil)
+		if code := run(t.Context(), []string{"completion", shell}, e); code != exitOK {
+			t.Fatalf("%s: exit %d: %s", shell, code, stderr)
+		}
+		script := stdout.String()
+		if !strings.Contains(script, "__complete") || !strings.Contains(script, "emitter") {
+			t.Errorf("%s: the script does not ask the emitter:\n%s", shell, script)
+		}
+		// The shell, when installed, finds the script's syntax right.
+		if sh, err := exec.LookPath(shell); err == nil {
+			cmd := exec.Command(sh, "-n")
+			cmd.Stdin = strings.NewReader(script)
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("%s -n: %v\n%s", shell, err, out)
+			}
+		}
+	}
+	for _, args := range [][]string{{"completion"}, {"completion", "tcsh"}, {"completion", "bash", "zsh"}, {"completion", "--bash"}} {
+		e, stdout, stderr := testEnv(nil)
+		if code := run(t.Context(), args, e); code != exitUsage || stdout.Len() > 0 ||
+			!strings.HasPrefix(stderr.String(), "emitter completion: want bash, zsh or fish\n\nUsage: emitter completion") {
+			t.Errorf("%q: exit %d\n%s%s", args, code, stdout, stderr)
+		}
+	}
+	testHelp(t, []helpTest{{[]string{"completion", "--help"}, []string{"Usage: emitter completion bash|zsh|fish", "bash-completion"}}}, nil)
+}
+
+// The completions the emitter gives the scripts: commands, plan's show, flags, and the
+// values of -o, --type, --strategy; after single-dash flags too.
+func TestCompletionRequests(t *testing.T) {
+	tests := []struct {
+		args       []string
+		want, not  []string
+		descripted string // a completion that has a description
+	}{
+		{[]string{""}, []string{"publish", "preferred-leader", "plans", "plan", "status", "result", "completion", "help"}, []string{"version"}, "publish"},
+		{[]string{"pl"}, []string{"plan", "plans"}, []string{"publish"}, ""},
+		{[]string{"plan", ""}, []string{"show"}, nil, "show"},
+		{[]string{"plan", "show", "--"}, []string{"--id", "--cluster", "--output", "--server"}, []string{"--all", "--o"}, "--id"},
+		{[]string{"plans", "--"}, []string{"--all", "--cluster", "--output"}, []string{"--id"}, ""},
+		{[]string{"status", "-o", ""}, []string{"table", "json"}, nil, "json"},
+		{[]string{"status", "--output", ""}, []string{"table", "json"}, nil, ""},
+		{[]string{"result", "--output="}, []string{"table", "json"}, nil, ""},
+		{[]string{"publish", "--type", ""}, []string{"broker-overloaded", "replica-change-requested", "partition-offline"}, nil, "broker-overloaded"},
+		{[]string{"publish", "-cluster", "local", "-type", "broker-"}, []string{"broker-overloaded", "broker-failed", "broker-drain", "broker-added"},
+			[]string{"replica-change-requested"}, ""},
+		{[]string{"preferred-leader", "--strategy", ""}, strategies, nil, ""},
+		{[]string{"replication-factor", "-strategy", ""}, rfStrategies, []string{"zk-nudge"}, ""},
+		{[]string{"completion", ""}, []string{"bash", "zsh", "fish"}, nil, ""},
+		{[]string{"help", "bro"}, []string{"broker-added", "broker-drain", "broker-failed", "broker-overloaded"}, []string{"publish"}, ""},
+	}
+	for _, tt := range tests {
+		e, stdout, stderr := testEnv(nil)
+		if code := run(t.Context(), append([]string{"__complete"}, tt.args...), e); code != exitOK {
+			t.Errorf("%q: exit %d: %s", tt.args, code, stderr)
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+		if len(lines) == 0 || !strings.HasPrefix(lines[len(lines)-1], ":") {
+			t.Errorf("%q: no directive:\n%s", tt.args, stdout)
+			continue
+		}
+		got := map[string]string{}
+		for _, l := range lines[:len(lines)-1] {
+			value, desc, _ := strings.Cut(l, "\t")
+			got[value] = desc
+		}
+		for _, w := range tt.want {
+			if _, ok := got[w]; !ok {
+				t.Errorf("%q: no completion %q in:\n%s", tt.args, w, stdout)
+			}
+		}
+		for _, n := range tt.not {
+			if _, ok := got[n]; ok {
+				t.Errorf("%q: completion %q in:\n%s", tt.args, n, stdout)
+			}
+		}
+		if d, ok := got[tt.descripted]; tt.descripted != "" && (!ok || d == "" || strings.Contains(d, "`")) {
+			t.Errorf("%q: %q has description %q", tt.args, tt.descripted, d)
 		}
 	}
 }

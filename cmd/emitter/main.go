@@ -105,7 +105,7 @@ Usage:
     emitter plan show --id PLAN-ID [--cluster CLUSTER] [flags]
     emitter status [--cluster CLUSTER] [flags]
     emitter result --id ID [flags]
-    emitter completion bash|zsh
+    emitter completion bash|zsh|fish
     emitter help [COMMAND]
     emitter --version
 
@@ -161,7 +161,7 @@ Commands:
     plan show         show one plan, partition by partition
     status            per cluster: paused or not, the lock, the operation in
                       flight, the events waiting, the plans awaiting approval
-    completion        print a shell completion script (bash, zsh)
+    completion        print a shell completion script (bash, zsh, fish)
     result            print the stored result of an event (stream ` + events.ResultsStream + `)
 
 A worker publishes one result for every event on

@@ -43,6 +43,9 @@ func (f topicsFlag) String() string {
 
 func (f topicsFlag) Type() string { return "topicList" }
 
+// GetSlice is the topics given so far: with it, shell completion offers the flag again.
+func (f topicsFlag) GetSlice() []string { return *f.list }
+
 func (f topicsFlag) Set(s string) error {
 	fields := []string{s}
 	if f.comma {

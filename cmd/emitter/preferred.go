@@ -49,6 +49,15 @@ func (f int32sFlag) String() string {
 
 func (f int32sFlag) Type() string { return "int32List" }
 
+// GetSlice is the numbers given so far: with it, shell completion offers the flag again.
+func (f int32sFlag) GetSlice() []string {
+	var s []string
+	for _, v := range *f.list {
+		s = append(s, strconv.Itoa(int(v)))
+	}
+	return s
+}
+
 func (f int32sFlag) Set(s string) error {
 	fields := []string{s}
 	if f.comma {
@@ -77,6 +86,7 @@ func (o *preferredOptions) define(fs *pflag.FlagSet) func(env) error {
 	fs.Var(int32sFlag{list: &o.partitions, what: "partition number"}, "partition", "a `partition` to change; repeat for several (default: every partition with a replica on --broker)")
 	fs.Var(int32sFlag{list: &o.partitions, comma: true, what: "partition number"}, "partitions", "comma-separated `list` of partitions, same as several --partition")
 	fs.StringVar(&o.strategy, "strategy", "", "cluster backend (`strategy`) the worker uses: "+orList(strategies)+" (default: the worker's configured strategy)")
+	completeWith(fs, "strategy", strategies...)
 	return func(e env) error {
 		errs := checkTopicFlag(o.topic)
 		errs = append(errs, checkBrokerFlag(broker)...)

@@ -55,6 +55,11 @@ func (o *publishOptions) define(fs *pflag.FlagSet) func(env) error {
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up connecting and publishing after `duration`")
 	fs.BoolVar(&o.print, "print", false, "print the event on stdout instead of publishing it")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "deprecated: the same as --print here (on the other commands --dry-run asks the worker for the plan; to ask for one with publish, put \"dry_run\":true in --data)")
+	var types []string
+	for _, t := range events.Types() {
+		types = append(types, t.Name+"\t"+t.Summary)
+	}
+	completeWith(fs, "type", types...)
 	return o.check
 }
 

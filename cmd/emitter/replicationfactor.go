@@ -118,6 +118,7 @@ func (o *rfOptions) define(fs *pflag.FlagSet) func(env) error {
 	fs.StringVar(&o.strategy, "strategy", "", "cluster backend (`strategy`) the worker uses: "+orList(rfStrategies)+" (default: the worker's configured strategy; zk-nudge cannot change replica sets)")
 	fs.Var(byteSizeFlag{&o.throttle}, "throttle", "replication throttle while new replicas copy, in bytes per second: a `size` such as 50MB, 10MiB or 1048576 (B, KB, MB, GB: powers of 1000; KiB, MiB, GiB: of 1024) (default: the worker's configured throttle)")
 	fs.DurationVar(&o.opTimeout, "timeout-op", 0, "how long the worker may take over the change before it cancels the unfinished reassignments: a `duration` such as 30m (default: the worker's configured bound); --timeout is how long the emitter waits")
+	completeWith(fs, "strategy", rfStrategies...)
 	return func(e env) error {
 		errs := checkTopicFlag(o.topic)
 		switch {

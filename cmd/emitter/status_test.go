@@ -1,8 +1,6 @@
 package main
 
 import (
-	"os/exec"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,44 +52,4 @@ func TestStatusUsageErrors(t *testing.T) {
 		{"bad output", []string{"status", "-o", "yaml"}, []string{`-o "yaml": unknown output format`}},
 		{"bad long output", []string{"status", "--output", "yaml"}, []string{`-o "yaml": unknown output format`}},
 	})
-}
-
-// The completion script is valid bash, completes every command, and asks each command's
-// --help for its flags, which print them as the script expects.
-func TestCompletion(t *testing.T) {
-	e, stdout, stderr := testEnv(nil)
-	if code := run(t.Context(), []string{"completion", "bash"}, e); code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
-	script := stdout.String()
-	for _, c := range commandNames {
-		if !strings.Contains(script, " "+c+" ") && !strings.Contains(script, " "+c+"\"") && !strings.Contains(script, "\""+c+" ") {
-			t.Errorf("the script does not complete %s", c)
-		}
-	}
-	if bash, err := exec.LookPath("bash"); err == nil {
-		cmd := exec.Command(bash, "-n")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("bash -n: %v\n%s", err, out)
-		}
-	}
-	e, stdout, _ = testEnv(nil)
-	run(t.Context(), []string{"status", "--help"}, e)
-	if !regexp.MustCompile(`(?m)^  --cluster `).MatchString(stdout.String()) {
-		t.Errorf("status --help does not list its flags as '  --flag':\n%s", stdout)
-	}
-	// plan: its subcommand, then show's flags (what the script asks for).
-	if !strings.Contains(script, `COMPREPLY=( $(compgen -W "show" -- "$cur") )`) || !strings.Contains(script, `"${COMP_WORDS[1]}" $sub --help`) {
-		t.Errorf("the script does not complete plan show:\n%s", script)
-	}
-	e, stdout, _ = testEnv(nil)
-	run(t.Context(), []string{"plan", "show", "--help"}, e)
-	if !regexp.MustCompile(`(?m)^  --id `).MatchString(stdout.String()) {
-		t.Errorf("plan show --help does not list its flags as '  --flag':\n%s", stdout)
-	}
-	e, _, _ = testEnv(nil)
-	if code := run(t.Context(), []string{"completion", "fish"}, e); code != exitUsage {
-		t.Errorf("completion fish: exit %d", code)
-	}
 }
