@@ -272,19 +272,15 @@ func commandLine(root *cobra.Command, args []string) ([]string, error) {
 		}
 		c, i = sub, i+1
 	}
-	if c == root && i < end && strings.HasPrefix(out[i], "-") {
-		switch flag := normalizeFlags(root.Flags(), out[i:i+1])[0]; flag {
-		case "--help":
+	if c == root && i < end && strings.HasPrefix(out[i], "-") && !completing {
+		switch out[i] {
+		case "-h", "-help", "--help":
 			out[i] = "help" // emitter --help publish: publish's help
 			return out, nil
-		case "--version":
-			if !completing {
-				return append(out[:i], flag), nil // the rest, if any, was always ignored
-			}
+		case "-version", "--version":
+			return append(out[:i], "--version"), nil // the rest, if any, was always ignored
 		default:
-			if !completing {
-				return nil, errUnknownCommand
-			}
+			return nil, errUnknownCommand
 		}
 	}
 	if c.DisableFlagParsing {
@@ -307,8 +303,9 @@ func subcommand(c *cobra.Command, name string) *cobra.Command {
 // them, into the spelling pflag reads: the flag package takes one dash or two for any
 // flag, pflag two for a long flag (--cluster) and one for a one-letter one (-o). So a
 // flag is rewritten with two dashes: -cluster local as --cluster local, -o=json as
-// --o=json (a one-letter flag is also a long flag, see registerOutputFlags), -h as
-// --help, and an unknown -name as --name, for pflag to report it. As with the flag
+// --o=json (a one-letter flag is also a long flag, see registerOutputFlags), and an
+// unknown -name as --name, for pflag to report it. Help (-h, -help=false, --help ...)
+// ends the command line, as it did. As with the flag
 // package, the flags end at the first argument that is not one (or at "--"), and the
 // value of a flag is taken as it is, whatever it looks like.
 func normalizeFlags(fs *pflag.FlagSet, args []string) []string {
@@ -332,6 +329,10 @@ func normalizeFlags(fs *pflag.FlagSet, args []string) []string {
 		}
 		if f != nil {
 			name = f.Name
+		}
+		if name == "help" {
+			// The flag package stopped at -help, -h=false or --help, whatever followed.
+			return append(out[:i], "--help")
 		}
 		out[i] = "--" + name
 		if hasValue {

@@ -23,6 +23,9 @@ func TestNormalizeFlags(t *testing.T) {
 		{[]string{"-wait", "-dry-run=false", "-print"}, []string{"--wait", "--dry-run=false", "--print"}},
 		{[]string{"-h"}, []string{"--help"}},
 		{[]string{"-help"}, []string{"--help"}},
+		// Help ends the command line: the flag package stopped at it.
+		{[]string{"-cluster", "x", "-help=false", "--bogus"}, []string{"--cluster", "x", "--help"}},
+		{[]string{"-h", "extra"}, []string{"--help"}},
 		// A flag's value is never rewritten, even when it looks like a flag.
 		{[]string{"-reason", "-wait", "-partition", "-1"}, []string{"--reason", "-wait", "--partition", "-1"}},
 		// The flags end at the first argument, at "--", and at an unknown flag.
@@ -127,6 +130,7 @@ func TestRootCommandLine(t *testing.T) {
 		{[]string{"--cluster", "local", "publish"}, "emitter: unknown command \"--cluster\"\n\n"},
 		{[]string{"-o", "json"}, "emitter: unknown command \"-o\"\n\n"},
 		{[]string{"-v"}, "emitter: unknown command \"-v\"\n\n"},
+		{[]string{"-h=false"}, "emitter: unknown command \"-h=false\"\n\n"},
 		{[]string{"help", "nosuch"}, "emitter help: unknown command \"nosuch\"\n\nemitter publishes"},
 		{[]string{"help", "help"}, "emitter help: unknown command \"help\"\n\n"},
 		{[]string{"help", "version"}, "emitter help: unknown command \"version\"\n\n"},
@@ -144,6 +148,8 @@ func TestRootCommandLine(t *testing.T) {
 		{[]string{"help", "plan", "show"}, []string{"Usage: emitter plan show"}},
 		{[]string{"help", "completion"}, []string{"Usage: emitter completion bash|zsh|fish"}},
 		{[]string{"help", "publish", "--cluster"}, []string{"Usage: emitter publish"}},
+		{[]string{"publish", "--cluster", "x", "--help", "--bogus"}, []string{"Usage: emitter publish"}},
+		{[]string{"status", "-help=false"}, []string{"Usage: emitter status"}},
 	}, nil)
 }
 
