@@ -342,3 +342,35 @@ func TestApprovalAskedByTheEvent(t *testing.T) {
 		t.Errorf("error %q", o.res.Error)
 	}
 }
+
+// An approval given up (its failed result stored) after it marked the plan approved but
+// before it journaled it: the sweep gives the planned event its failed result, saying
+// nothing changed; while the approval has no result, the sweep leaves the plan alone.
+func TestApprovalGivenUpBeforeItRan(t *testing.T) {
+	r, plans, _ := approvalRig(t, 3)
+	ev := r.event(0, 1, 2)
+	waiting := r.propose(ev)
+	p, rev, _ := plans.Get(t.Context(), cluster, waiting.PlanID)
+	p.State, p.DecidedBy, p.DecidedEvent, p.DecidedAt = approval.Approved, "ops", "dec-given-up", time.Now().UTC()
+	if _, err := plans.Update(t.Context(), p, rev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.engine.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r.results.Stored(ev.ID) != nil {
+		t.Fatal("the sweep ended the plan while its approval may still run it")
+	}
+	if _, _, err := r.results.Publish(t.Context(), &events.Result{ID: "dec-given-up", Type: events.TypePlanApproved, Cluster: cluster,
+		Status: events.StatusFailed, Error: "delivered more often than allowed"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.engine.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	final := r.results.Stored(ev.ID)
+	if final == nil || final.Status != events.StatusFailed || !strings.Contains(final.Error, "before the plan ran: nothing changed") {
+		t.Fatalf("planned event's result %+v", final)
+	}
+	r.settled()
+}
