@@ -76,17 +76,7 @@ func (o *plansOptions) check(e env, own []error) error {
 	if o.cluster != "" {
 		errs = append(errs, checkClusterFlag(o.cluster)...)
 	}
-	errs = append(errs, checkOutputFlag(o.output)...)
-	if o.timeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return usageError{err}
-	}
-	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
-		return usageError{err}
-	}
-	return nil
+	return checkReadFlags(e, errs, o.output, o.timeout, &o.natsURL, &o.natsAuth)
 }
 
 func printPlansUsage(w io.Writer, fs *pflag.FlagSet) {
@@ -257,7 +247,7 @@ func decidedText(p *approval.Plan) string {
 // approved, but did not run (the cluster no longer matched it, or decided why says why).
 func decidedWords(p *approval.Plan) string {
 	if p.State == approval.Stale {
-		approved := strings.Replace(p.Decided(), string(approval.Stale), string(approval.Approved), 1)
+		approved := p.ApprovedWords()
 		if len(p.Differences) == 0 {
 			return approved + ", but it could not run: nothing changed"
 		}

@@ -40,14 +40,21 @@ func (o *resultOptions) check(e env) error {
 	case !events.ValidID(o.id):
 		errs = append(errs, fmt.Errorf("--id %q: not a valid event id (want at most %d letters, digits, '-' or '_')", o.id, events.MaxIDLength))
 	}
-	errs = append(errs, checkOutputFlag(o.output)...)
-	if o.timeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
+	return checkReadFlags(e, errs, o.output, o.timeout, &o.natsURL, &o.natsAuth)
+}
+
+// checkReadFlags ends the checks of a command that reads from NATS (result, status,
+// plans): own are the problems it found in its own flags; --output and --timeout are
+// checked, and the NATS connection resolved. Nil, or one usageError with every problem.
+func checkReadFlags(e env, own []error, output string, timeout time.Duration, natsURL *string, auth *natsAuth) error {
+	errs := append(own, checkOutputFlag(output)...)
+	if timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", timeout))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return usageError{err}
 	}
-	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
+	if err := resolveNATS(natsURL, auth, e); err != nil {
 		return usageError{err}
 	}
 	return nil

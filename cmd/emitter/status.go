@@ -52,17 +52,7 @@ func (o *statusOptions) check(e env) error {
 	if !events.ValidToken(o.consumer) {
 		errs = append(errs, fmt.Errorf("--consumer %q: not a consumer name (letters, digits, '-' and '_')", o.consumer))
 	}
-	errs = append(errs, checkOutputFlag(o.output)...)
-	if o.timeout <= 0 {
-		errs = append(errs, fmt.Errorf("--timeout %s: must be positive", o.timeout))
-	}
-	if err := errors.Join(errs...); err != nil {
-		return usageError{err}
-	}
-	if err := resolveNATS(&o.natsURL, &o.natsAuth, e); err != nil {
-		return usageError{err}
-	}
-	return nil
+	return checkReadFlags(e, errs, o.output, o.timeout, &o.natsURL, &o.natsAuth)
 }
 
 func printStatusUsage(w io.Writer, fs *pflag.FlagSet) {

@@ -90,7 +90,15 @@ func (p *Plan) Decided() string {
 	if p.State == Awaiting {
 		return "awaiting approval"
 	}
-	s := string(p.State)
+	return p.answered(p.State)
+}
+
+// ApprovedWords says the approval of a stale plan (approved, but it could not run) as
+// Decided says an approved one: "approved by ops at … (event …)".
+func (p *Plan) ApprovedWords() string { return p.answered(Approved) }
+
+func (p *Plan) answered(st State) string {
+	s := string(st)
 	if p.DecidedBy != "" {
 		s += " by " + p.DecidedBy
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
@@ -62,15 +63,20 @@ func (e *Engine) waiting(ctx context.Context, ev *events.Event) (*events.Result,
 	return finalOf(p), nil
 }
 
+// survey reads the fingerprint of the state changes depend on (Surveyor).
+func (e *Engine) survey(ctx context.Context, cluster string, changes []events.Change, floor []model.Seen, bytes bool) (approval.Fingerprint, int64, error) {
+	sv, ok := e.cfg.Tasks.(Surveyor)
+	if !ok {
+		return approval.Fingerprint{}, 0, errors.New("approval: the tasks of this worker cannot read a plan's fingerprint")
+	}
+	return sv.Survey(ctx, cluster, changes, floor, bytes)
+}
+
 // propose stores the plan p of r's event for approval when it needs it: true, with the
 // interim result, if so. Under the lock, before anything is journaled.
 func (e *Engine) propose(r *Run, d Delivery, p *Planned) (*events.Result, bool, error) {
 	ctx, ev, res := r.ctx, r.Event, r.Result
-	sv, ok := e.cfg.Tasks.(Surveyor)
-	if !ok {
-		return res, false, fmt.Errorf("approval: the tasks of this worker cannot read a plan's fingerprint")
-	}
-	fp, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, r.floor, true)
+	fp, copied, err := e.survey(ctx, ev.Cluster, p.Changes, r.floor, true)
 	if err != nil {
 		return res, false, err
 	}
@@ -144,7 +150,7 @@ func finalOf(p *approval.Plan) *events.Result {
 		res.Error = fmt.Sprintf("plan %s was not approved before %s, nothing changed", p.ID, p.ExpiresAt.UTC().Format(time.RFC3339))
 	case approval.Stale:
 		res.Status = events.StatusRejected
-		res.Error = fmt.Sprintf("plan %s %s, but the cluster no longer matches it, nothing changed: %s", p.ID, strings.Replace(p.Decided(), "stale", "approved", 1),
+		res.Error = fmt.Sprintf("plan %s %s, but the cluster no longer matches it, nothing changed: %s", p.ID, p.ApprovedWords(),
 			strings.Join(p.Differences, "; "))
 		if p.DecidedWhy != "" && len(p.Differences) == 0 {
 			res.Error = fmt.Sprintf("plan %s was approved (event %s) but could not run, nothing changed: %s", p.ID, p.DecidedEvent, p.DecidedWhy)
@@ -304,11 +310,7 @@ func (e *Engine) approved(s *session, d Delivery, res *events.Result, prev *jour
 	if prev != nil {
 		left = prev.Left
 	}
-	sv, ok := e.cfg.Tasks.(Surveyor)
-	if !ok {
-		return res, fmt.Errorf("approval: the tasks of this worker cannot read a plan's fingerprint")
-	}
-	fp, _, err := sv.Survey(ctx, ev.Cluster, p.Changes, left, false)
+	fp, _, err := e.survey(ctx, ev.Cluster, p.Changes, left, false)
 	if err != nil {
 		return res, err
 	}
@@ -470,18 +472,19 @@ func (e *Engine) Sweep(ctx context.Context) (map[string]int, error) {
 		log := e.log.With(zap.String("plan_id", p.ID), zap.String("id", p.Event), zap.String("cluster", p.Cluster))
 		switch {
 		case p.State == approval.Awaiting:
-			cur, rev, err := e.cfg.Plans.Get(ctx, p.Cluster, p.ID)
-			if err != nil || cur.State != approval.Awaiting {
-				continue
-			}
 			st, why := approval.State(""), ""
-			if cur.Expired(now) {
+			if p.Expired(now) {
 				st = approval.Expired
-			} else if c := e.cancelled(ctx, &events.Event{Envelope: events.Envelope{ID: cur.Event}, Cluster: cur.Cluster}); c != "" {
+			} else if c := e.cancelled(ctx, &events.Event{Envelope: events.Envelope{ID: p.Event}, Cluster: p.Cluster}); c != "" {
 				st, why = approval.Cancelled, c
 			}
 			if st == "" {
 				waiting[p.Cluster]++
+				continue
+			}
+			// Its revision, to end it once: read again, as it may have been answered since.
+			cur, rev, err := e.cfg.Plans.Get(ctx, p.Cluster, p.ID)
+			if err != nil || cur.State != approval.Awaiting {
 				continue
 			}
 			if err := e.concludePlan(ctx, cur, rev, st, "", "", why); err != nil && !errors.Is(err, approval.ErrConflict) {

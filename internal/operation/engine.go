@@ -223,8 +223,8 @@ func (e *Engine) dryRun(ctx context.Context, ev *events.Event, res *events.Resul
 	for _, n := range p.Notes {
 		res.AddNote(n)
 	}
-	if sv, ok := e.cfg.Tasks.(Surveyor); ok && e.approvalWanted(ev) && len(p.Changes) > 0 {
-		if _, copied, err := sv.Survey(ctx, ev.Cluster, p.Changes, nil, true); err == nil {
+	if e.approvalWanted(ev) && len(p.Changes) > 0 {
+		if _, copied, err := e.survey(ctx, ev.Cluster, p.Changes, nil, true); err == nil {
 			if why := e.cfg.Approval.Requires(ev.Cluster, ev.Type, ev.AsksApproval(), approval.SizeOf(p.Changes, copied)); why != "" {
 				res.AddNote("run for real, this plan would wait for a person's approval: " + why)
 			}
