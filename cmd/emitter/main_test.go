@@ -104,7 +104,7 @@ func TestParsePublishFlagsDefaults(t *testing.T) {
 	want := publishOptions{
 		cluster: "local", typ: "logdir-move-requested", data: `{"broker":1}`,
 		id: "generated-id", source: "emitter/alice@box",
-		natsURL: "nats://127.0.0.1:4222", timeout: 10 * time.Second,
+		natsURL: defaultNATSURL, timeout: 10 * time.Second,
 	}
 	if o != want {
 		t.Errorf("options:\n got %+v\nwant %+v", o, want)

@@ -18,7 +18,7 @@ import (
 )
 
 const (
-	defaultNATSURL = "nats://127.0.0.1:4222"
+	defaultNATSURL = "nats://127.0.0.1:4222,nats://127.0.0.1:4232,nats://127.0.0.1:4242" // the local stack's NATS cluster
 	envNATSURL     = "KAFKAMENDER_NATS_URL"
 )
 

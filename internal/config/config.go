@@ -121,6 +121,12 @@ type NATS struct {
 	// ResultsMaxBytes bounds the results stream KAFKAMENDER_RESULTS: when it is full, the
 	// oldest results go first. Default 1 GiB.
 	ResultsMaxBytes int64 `yaml:"results_max_bytes"`
+	// Replicas is how many copies JetStream keeps of every stream and key-value bucket the
+	// worker creates (events, results, dead letters, journal, locks, …), 1 to 5. Unset
+	// (0): 3 when the server the worker connects to reports a cluster, 1 otherwise (see
+	// natsjs.Replicas). An asset that exists already keeps its replicas: one with fewer is
+	// reported on /readyz and in the log, never changed by a worker.
+	Replicas int `yaml:"replicas"`
 
 	// TLS of the connection: a custom certificate authority, a client certificate. A
 	// tls:// URL turns TLS on too.
@@ -529,6 +535,9 @@ func (c *Config) problems() problems {
 	}
 	if c.NATS.MaxAttempts < 1 {
 		p.add("nats.max_attempts", fmt.Errorf("%d: must be at least 1", c.NATS.MaxAttempts))
+	}
+	if c.NATS.Replicas < 0 || c.NATS.Replicas > 5 {
+		p.add("nats.replicas", fmt.Errorf("%d: must be 1 to 5 (JetStream's limit), or unset for 3 on a NATS cluster and 1 on a single server", c.NATS.Replicas))
 	}
 	// At least room for a few events (or results) of the largest size.
 	for path, v := range map[string]int64{"nats.events_max_bytes": c.NATS.EventsMaxBytes, "nats.results_max_bytes": c.NATS.ResultsMaxBytes} {

@@ -84,7 +84,7 @@ clusters:
     bootstrap_servers: [%s]
     lock: {backend: %s}
     strategy: auto
-`, name, httpAddr, stack.NATSURL, f.consumer, f.local.alias, f.kraft.alias, lockRoot, lockBucket,
+`, name, httpAddr, stack.NATSClusterURL, f.consumer, f.local.alias, f.kraft.alias, lockRoot, lockBucket,
 		f.local.alias, strings.Join(lc.Bootstrap(), ", "), f.proxy.Addr(), stack.KafkaChroot,
 		f.kraft.alias, strings.Join(kc.Bootstrap(), ", "), f.kraft.lockAt().Backend)
 }

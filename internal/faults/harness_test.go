@@ -143,7 +143,7 @@ clusters:
   %s:
     bootstrap_servers: [%s]
 %s    strategy: auto
-`, name, stack.NATSURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk) + r.extra
+`, name, stack.NATSClusterURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk) + r.extra
 }
 
 // Where the fault tests' workers keep their locks: lock.root and lock.nats.bucket.

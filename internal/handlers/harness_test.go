@@ -25,6 +25,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/stack"
@@ -171,7 +172,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	}
 	writes := &writeLog{}
 	nc := f.env.NATS(t)
-	js, err := jetstream.New(nc)
+	js, err := natsjs.New(nc, 0, nil) // as the worker: on the stack's NATS cluster, 3 replicas
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +218,7 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	}
 	hs[events.TypeOperationCancel] = &cancel.Handler{Store: cancels, Results: pipeline.ResultsOn(js), Guard: h, Logger: log, Wait: 3 * time.Second}
 	pl, err := pipeline.New(nc, hs, pipeline.Config{
-		Worker: worker, Clusters: []string{f.alias}, Consumer: f.alias,
+		Worker: worker, JetStream: js, Clusters: []string{f.alias}, Consumer: f.alias,
 		FilterSubjects: []string{events.EventsSubjectPrefix + "." + f.alias + ".>", events.EventsSubjectPrefix + ".unknown" + f.alias + ".>"},
 		AckWait:        10 * time.Second, Logger: log, InactiveThreshold: time.Minute,
 		// As the worker does (canLock): without a lock session, take no events.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -126,15 +127,20 @@ func (n *natsServer) connect(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 
 const kvTTL = 3 * time.Second
 
-// kvBackend runs the suite on NATS JetStream key-value.
+// kvBackend runs the suite on NATS JetStream key-value, on an in-process server.
 func kvBackend(t *testing.T, n *natsServer) backend {
 	t.Parallel()
-	bucket := "LOCKS"
-	_, obs := n.connect(t)
+	return kvBackendOn(t, "LOCKS", n.connect)
+}
+
+// kvBackendOn runs the suite on the key-value bucket named bucket of the NATS connect
+// reaches.
+func kvBackendOn(t *testing.T, bucket string, connect func(t *testing.T) (*nats.Conn, jetstream.JetStream)) backend {
+	_, obs := connect(t)
 	return backend{
 		name: "nats-kv",
 		worker: func(t *testing.T, name string) (locks.Backend, func()) {
-			nc, js := n.connect(t)
+			nc, js := connect(t)
 			l, err := locks.NewKV(js, locks.KVConfig{Bucket: bucket, Worker: name, TTL: kvTTL})
 			if err != nil {
 				t.Fatal(err)
@@ -154,10 +160,34 @@ func kvBackend(t *testing.T, n *natsServer) backend {
 	}
 }
 
-// eachBackend runs test on both lock backends.
+// clusterKV is a bucket of this test's own on the local stack's three-node NATS cluster,
+// created as the worker creates it: three replicas (natsjs). It is deleted when the test
+// ends.
+func clusterKV(t *testing.T, env *testenv.Env) (bucket string, connect func(t *testing.T) (*nats.Conn, jetstream.JetStream)) {
+	bucket = testenv.Name(t, "LOCKS")
+	connect = func(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+		nc := env.NATS(t)
+		js, err := natsjs.New(nc, 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js
+	}
+	_, js := connect(t)
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucket) })
+	return bucket, connect
+}
+
+// eachBackend runs test on every lock backend: ZooKeeper, NATS key-value on one server,
+// and NATS key-value with three replicas on the stack's NATS cluster.
 func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 	t.Run("zookeeper", func(t *testing.T) { test(t, zkBackend(t)) })
 	t.Run("nats-kv", func(t *testing.T) { test(t, kvBackend(t, startNATSServer(t))) })
+	t.Run("nats-kv-cluster", func(t *testing.T) {
+		t.Parallel()
+		bucket, connect := clusterKV(t, testenv.Get(t))
+		test(t, kvBackendOn(t, bucket, connect))
+	})
 }
 
 // Mutual exclusion under contention: four workers take the lock five times each; never
@@ -360,4 +390,78 @@ func TestConformanceHeldLongerThanTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// The node leading the lock bucket's stream is killed while the lock is held: the holder
+// keeps its lock through the election or is told it lost it before another worker takes
+// it; never two holders. Then a holder dies and the node leading the bucket is killed at
+// once: the dead holder's entry still expires under the new leader, and the next worker
+// takes the lock only after the dead one stopped counting on it.
+func TestConformanceKVClusterLeaderElection(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	bucket, connect := clusterKV(t, env)
+	b := kvBackendOn(t, bucket, connect)
+	_, js := connect(t)
+	stream := "KV_" + bucket
+
+	a, _ := b.worker(t, "a")
+	h, err := a.Acquire(t.Context(), "c1", "ev-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := js.Stream(t.Context(), stream); err != nil || info.CachedInfo().Config.Replicas != 3 {
+		t.Fatalf("the lock bucket on the NATS cluster: %v, replicas %d, want 3", err, info.CachedInfo().Config.Replicas)
+	}
+	var lostAt atomic.Int64
+	context.AfterFunc(h.Context(), func() { lostAt.Store(time.Now().UnixNano()) })
+	leader := testenv.StreamLeader(t, js, stream)
+	env.KillNATSNode(t, leader)
+	next := testenv.WaitStreamLeaderNot(t, js, stream, leader)
+	t.Logf("the lock bucket's leader %s killed, %s leads", leader, next)
+	other, _ := b.worker(t, "b")
+	h2, err := other.Acquire(t.Context(), "c1", "ev-b", locks.WithWait(b.deadAfter))
+	switch {
+	case err == nil:
+		took := time.Now().UnixNano()
+		if l := lostAt.Load(); l == 0 || l > took {
+			t.Fatalf("two holders: b took the lock at %v while a counted on it (lost at %v)", time.Unix(0, took), time.Unix(0, l))
+		}
+		t.Logf("a lost its lock in the election (%v) and b took it after", h.Err())
+		_ = h2.Release(t.Context())
+	case errors.Is(err, locks.ErrBusy):
+		if err := h.Err(); err != nil {
+			t.Fatalf("b was refused for %s, yet a does not hold the lock either: %v", b.deadAfter, err)
+		}
+		t.Log("a kept its lock through the election; b was refused")
+		if err := h.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		t.Fatalf("b after the election: %v", err)
+	}
+	env.StartNATSNode(t, leader)
+	testenv.StreamLeader(t, js, stream)
+
+	// Holder expiry across an election.
+	c, kill := b.worker(t, "c")
+	h3, err := c.Acquire(t.Context(), "c1", "ev-c", locks.WithWait(b.deadAfter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cLostAt atomic.Int64
+	context.AfterFunc(h3.Context(), func() { cLostAt.Store(time.Now().UnixNano()) })
+	leader = testenv.StreamLeader(t, js, stream)
+	kill()
+	env.KillNATSNode(t, leader)
+	d, _ := b.worker(t, "d")
+	h4, err := d.Acquire(t.Context(), "c1", "ev-d", locks.WithWait(b.deadAfter+time.Minute))
+	if err != nil {
+		t.Fatalf("the dead holder's lock is not free after an election and %s: %v", b.deadAfter+time.Minute, err)
+	}
+	took := time.Now().UnixNano()
+	if l := cLostAt.Load(); l == 0 || l > took {
+		t.Errorf("the dead holder counted on its lock until %v, after d took it at %v", time.Unix(0, l), time.Unix(0, took))
+	}
+	_ = h4.Release(t.Context())
+	env.StartNATSNode(t, leader)
 }

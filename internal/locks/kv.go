@@ -76,7 +76,8 @@ type KVConfig struct {
 	Margin time.Duration
 	// Wait bounds how long Acquire waits for another holder. Default 5m.
 	Wait time.Duration
-	// Replicas of the bucket's stream. Default 1.
+	// Replicas of the bucket's stream. Default: what the JetStream given to NewKV creates
+	// (the worker's gives nats.replicas, natsjs), else the server's default, 1.
 	Replicas int
 	// Logger. Default: no logging.
 	Logger *zap.Logger
@@ -94,9 +95,6 @@ func (c *KVConfig) setDefaults() {
 	}
 	if c.Wait == 0 {
 		c.Wait = DefaultWait
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
@@ -208,16 +206,26 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 	}
 	wctx, cancel := waitContext(ctx, l.cfg.Wait, opts)
 	defer cancel()
+	bo := newBackoff()
+	// Bound again until the wait ends: on a NATS cluster the bucket's stream may be
+	// electing a leader, and a request to it then fails (natsjs bounds each) until one leads.
 	kv, err := l.bucket(wctx)
-	if err != nil {
-		return nil, err
+	for err != nil {
+		if _, mismatch := errors.AsType[*TTLMismatchError](err); mismatch {
+			return nil, err
+		}
+		l.logger.Debug("lock bucket not bound; trying again", zap.String("cluster", cluster), zap.Error(err))
+		if serr := sleepCtx(wctx, bo.NextBackOff()); serr != nil {
+			return nil, err
+		}
+		kv, err = l.bucket(wctx)
 	}
+	bo.Reset()
 	var tok [8]byte
 	_, _ = rand.Read(tok[:])
 	info := Holder{Worker: l.cfg.Worker, Event: eventID, ClaimedAt: time.Now().UTC().Truncate(time.Millisecond),
 		Node: "kv:" + l.cfg.Bucket + "/" + cluster + "#" + hex.EncodeToString(tok[:])}
 	var holder *Holder
-	bo := newBackoff()
 	for {
 		info.AcquiredAt = time.Now().UTC().Truncate(time.Millisecond)
 		data, err := encodeKVHolder(info)

@@ -94,8 +94,12 @@ type Handler interface {
 
 // Config configures a Pipeline.
 type Config struct {
-	Worker   string
-	Clusters []string // known cluster names
+	Worker string
+	// JetStream, when set, is the JetStream the pipeline creates its streams and consumers
+	// through (the worker's gives them nats.replicas); default jetstream.New of the
+	// connection.
+	JetStream jetstream.JetStream
+	Clusters  []string // known cluster names
 	// Consumer names the fleet's durable consumers: cluster c's events are taken by the
 	// consumer ClusterConsumer(Consumer, c), shared by the workers of a fleet, which hands
 	// out one event at a time (see the package doc, "Order"). FilterSubjects are the event
@@ -231,9 +235,12 @@ type Pipeline struct {
 // New builds a pipeline; handlers maps event types to their handler.
 func New(nc *nats.Conn, handlers map[string]Handler, cfg Config) (*Pipeline, error) {
 	cfg.setDefaults()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
+	js := cfg.JetStream
+	if js == nil {
+		var err error
+		if js, err = jetstream.New(nc); err != nil {
+			return nil, err
+		}
 	}
 	p := &Pipeline{cfg: cfg, nc: nc, js: js, handlers: handlers, log: cfg.Logger.Named("pipeline"), metrics: cfg.Metrics}
 	return p, nil

@@ -60,7 +60,7 @@ func (s *Stack) check(ctx context.Context, srv server) error {
 	case kindZooKeeper:
 		return ZooKeeperOK(ctx, ZooKeeperAddr)
 	case kindNATS:
-		return natsHealthy(ctx)
+		return natsHealthy(ctx, srv.node)
 	case kindNATSSecure:
 		return httpOK(ctx, SecureNATSMonitorURL+"/healthz")
 	case kindAlertmanager:
@@ -103,7 +103,9 @@ func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
 	return string(out), nil
 }
 
-func natsHealthy(ctx context.Context) error { return httpOK(ctx, NATSMonitorURL+"/healthz") }
+// natsHealthy asks a node of the NATS cluster for /healthz: ok once it serves clients and
+// its JetStream is current with the cluster (a meta leader known, its streams caught up).
+func natsHealthy(ctx context.Context, n NATSNode) error { return httpOK(ctx, n.MonitorURL+"/healthz") }
 
 // httpOK expects 200 from a GET of url.
 func httpOK(ctx context.Context, url string) error {

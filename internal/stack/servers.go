@@ -21,8 +21,9 @@ const (
 type server struct {
 	name    string
 	kind    serverKind
-	cluster Cluster // kindKafka only
-	broker  Broker  // kindKafka only
+	cluster Cluster  // kindKafka only
+	broker  Broker   // kindKafka only
+	node    NATSNode // kindNATS only
 }
 
 // servers lists the stack's servers in start order: ZooKeeper first (the ZooKeeper-mode
@@ -34,9 +35,17 @@ func servers() []server {
 			out = append(out, server{name: c.ServerName(b.ID), kind: kindKafka, cluster: c, broker: b})
 		}
 	}
-	return append(out, server{name: "nats", kind: kindNATS}, server{name: "nats-secure", kind: kindNATSSecure},
+	for _, n := range NATSNodes() {
+		out = append(out, server{name: n.Name, kind: kindNATS, node: n})
+	}
+	return append(out, server{name: "nats-secure", kind: kindNATSSecure},
 		server{name: "alertmanager", kind: kindAlertmanager})
 }
+
+// NATSGroup names every node of the NATS cluster at once, where the stack takes a server
+// name (Stop, Start, Kill, Restart, Pause, Resume; stackctl stop nats): before the stack
+// ran a cluster, "nats" was its one nats-server.
+const NATSGroup = "nats"
 
 // ServerNames lists the names of the stack's servers, in start order.
 func ServerNames() []string {
@@ -53,7 +62,25 @@ func lookupServer(name string) (server, error) {
 			return s, nil
 		}
 	}
-	return server{}, fmt.Errorf("no server %q in the local stack (have %s)", name, strings.Join(ServerNames(), ", "))
+	return server{}, fmt.Errorf("no server %q in the local stack (have %s, or %s for every NATS node)", name, strings.Join(ServerNames(), ", "), NATSGroup)
+}
+
+// lookupServers returns the named server, or every node of the NATS cluster for NATSGroup.
+func lookupServers(name string) ([]server, error) {
+	if name == NATSGroup {
+		var out []server
+		for _, s := range servers() {
+			if s.kind == kindNATS {
+				out = append(out, s)
+			}
+		}
+		return out, nil
+	}
+	srv, err := lookupServer(name)
+	if err != nil {
+		return nil, err
+	}
+	return []server{srv}, nil
 }
 
 func (s *Stack) serverDir(srv server) string { return filepath.Join(s.stateDir, srv.name) }
@@ -153,16 +180,7 @@ func (s *Stack) writeConfig(srv server) error {
 			"log4j.properties": log4j1,
 		}
 	case kindNATS:
-		files = map[string]string{"nats.conf": fmt.Sprintf(`# kafkamender local stack
-server_name: kafkamender-local
-listen: 127.0.0.1:4222
-http: 127.0.0.1:8222
-jetstream {
-  store_dir: %q
-  max_memory_store: 64MB
-  max_file_store: 4GB
-}
-`, filepath.Join(dir, "jetstream"))}
+		files = map[string]string{"nats.conf": natsNodeConf(srv.node, filepath.Join(dir, "jetstream"))}
 	case kindNATSSecure:
 		if err := s.ensureSecrets(); err != nil {
 			return err
@@ -348,4 +366,33 @@ receivers:
       - url: %s
         send_resolved: true
 `, WorkerWebhookURL)
+}
+
+// natsNodeConf is the configuration of one node of the stack's NATS cluster: JetStream on,
+// routes to every node (its own route is ignored by nats-server), small limits that suit a
+// laptop. Leader elections of JetStream's Raft groups take a few seconds after a node is
+// lost, as in production.
+func natsNodeConf(n NATSNode, storeDir string) string {
+	var routes []string
+	for _, o := range NATSNodes() {
+		routes = append(routes, "    nats-route://"+o.RouteAddr)
+	}
+	return fmt.Sprintf(`# kafkamender local stack: node %s of the NATS cluster %s
+server_name: %s
+listen: %s
+http: %s
+cluster {
+  name: %s
+  listen: %s
+  routes: [
+%s
+  ]
+}
+jetstream {
+  store_dir: %q
+  max_memory_store: 64MB
+  max_file_store: 4GB
+}
+`, n.Name, NATSClusterName, n.Name, strings.TrimPrefix(n.URL, "nats://"), strings.TrimPrefix(n.MonitorURL, "http://"),
+		NATSClusterName, n.RouteAddr, strings.Join(routes, "\n"), storeDir)
 }

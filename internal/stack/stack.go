@@ -525,7 +525,7 @@ func (srv server) listenAddrs() []string {
 	case kindZooKeeper:
 		return []string{ZooKeeperAddr}
 	case kindNATS:
-		return []string{strings.TrimPrefix(NATSURL, "nats://"), strings.TrimPrefix(NATSMonitorURL, "http://")}
+		return []string{strings.TrimPrefix(srv.node.URL, "nats://"), strings.TrimPrefix(srv.node.MonitorURL, "http://"), srv.node.RouteAddr}
 	case kindNATSSecure:
 		return []string{strings.TrimPrefix(SecureNATSURL, "tls://"), strings.TrimPrefix(SecureNATSMonitorURL, "http://")}
 	case kindAlertmanager:
@@ -545,7 +545,7 @@ func (srv server) addr() string {
 	case kindZooKeeper:
 		return ZooKeeperAddr
 	case kindNATS:
-		return strings.TrimPrefix(NATSURL, "nats://")
+		return strings.TrimPrefix(srv.node.URL, "nats://")
 	case kindNATSSecure:
 		return strings.TrimPrefix(SecureNATSURL, "tls://")
 	case kindAlertmanager:
@@ -558,23 +558,23 @@ func (srv server) addr() string {
 // Stop stops one server gracefully (SIGTERM: a broker does a controlled shutdown) and
 // waits until it has exited. Stopping a stopped server is not an error.
 func (s *Stack) Stop(ctx context.Context, name string) error {
-	srv, err := lookupServer(name)
+	srvs, err := lookupServers(name)
 	if err != nil {
 		return err
 	}
-	return s.stop(ctx, srv, time.Minute)
+	return s.stopAll(ctx, srvs, time.Minute)
 }
 
 // StopServers stops the named servers gracefully as Stop does, all at once, and waits until
 // all have exited. A failure names its server.
 func (s *Stack) StopServers(ctx context.Context, names ...string) error {
-	srvs := make([]server, len(names))
-	for i, name := range names {
-		srv, err := lookupServer(name)
+	var srvs []server
+	for _, name := range names {
+		some, err := lookupServers(name)
 		if err != nil {
 			return err
 		}
-		srvs[i] = srv
+		srvs = append(srvs, some...)
 	}
 	return s.stopAll(ctx, srvs, time.Minute)
 }
@@ -582,16 +582,24 @@ func (s *Stack) StopServers(ctx context.Context, names ...string) error {
 // Kill kills one server with SIGKILL (a crash: no controlled shutdown) and waits until it
 // has exited.
 func (s *Stack) Kill(ctx context.Context, name string) error {
-	srv, err := lookupServer(name)
+	srvs, err := lookupServers(name)
 	if err != nil {
 		return err
 	}
-	pid, err := s.pid(srv)
-	if err != nil || pid == 0 {
-		return err
+	for _, srv := range srvs {
+		pid, err := s.pid(srv)
+		if err != nil {
+			return err
+		}
+		if pid == 0 {
+			continue
+		}
+		s.logf("killing %s (pid %d)", srv.name, pid)
+		if err := signalAndWait(ctx, pid, syscall.SIGKILL); err != nil {
+			return err
+		}
 	}
-	s.logf("killing %s (pid %d)", name, pid)
-	return signalAndWait(ctx, pid, syscall.SIGKILL)
+	return nil
 }
 
 // Pause freezes one server with SIGSTOP: it keeps its sockets but answers nothing, as a
@@ -602,24 +610,32 @@ func (s *Stack) Pause(name string) error { return s.signal(name, syscall.SIGSTOP
 func (s *Stack) Resume(name string) error { return s.signal(name, syscall.SIGCONT) }
 
 func (s *Stack) signal(name string, sig syscall.Signal) error {
-	srv, err := lookupServer(name)
+	srvs, err := lookupServers(name)
 	if err != nil {
 		return err
 	}
-	pid, err := s.pid(srv)
-	if err != nil {
-		return err
+	for _, srv := range srvs {
+		pid, err := s.pid(srv)
+		if err != nil {
+			return err
+		}
+		if pid == 0 {
+			return fmt.Errorf("%s is not running", srv.name)
+		}
+		if err := syscall.Kill(pid, sig); err != nil {
+			return err
+		}
 	}
-	if pid == 0 {
-		return fmt.Errorf("%s is not running", name)
-	}
-	return syscall.Kill(pid, sig)
+	return nil
 }
 
 // Start starts one stopped server and waits until it answers (a broker: until the
 // cluster's metadata lists it again). Starting a running server only waits for it.
+//
+// Starting the NATS group starts every stopped node before it waits for any: a node of
+// the cluster reports healthy only once JetStream has a quorum.
 func (s *Stack) Start(ctx context.Context, name string) error {
-	srv, err := lookupServer(name)
+	srvs, err := lookupServers(name)
 	if err != nil {
 		return err
 	}
@@ -628,10 +644,18 @@ func (s *Stack) Start(ctx context.Context, name string) error {
 		return err
 	}
 	defer unlock()
-	if err := s.ensureRunning(ctx, srv); err != nil {
-		return err
+	for _, srv := range srvs {
+		if err := s.ensureRunning(ctx, srv); err != nil {
+			return err
+		}
 	}
-	return s.waitReady(ctx, srv)
+	errs := make([]error, len(srvs))
+	var wg sync.WaitGroup
+	for i, srv := range srvs {
+		wg.Go(func() { errs[i] = s.waitReady(ctx, srv) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // Restart stops one server gracefully, starts it again and waits until it answers.

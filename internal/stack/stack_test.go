@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -120,21 +121,29 @@ func TestJetStreamPublishConsume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(10*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A pull right after the consumer's creation can end at once with a status (its
+	// leader on the NATS cluster not placed yet): pull again until the message comes.
 	var got []string
-	for m := range batch.Messages() {
-		md, _ := m.Metadata()
-		if md.Sequence.Stream != ack.Sequence {
-			t.Errorf("message stream sequence %d, publish ack said %d", md.Sequence.Stream, ack.Sequence)
+	testenv.Eventually(t, 20*time.Second, func() error {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return err
 		}
-		got = append(got, string(m.Data()))
-		if err := m.DoubleAck(t.Context()); err != nil {
-			t.Fatalf("ack: %v", err)
+		for m := range batch.Messages() {
+			md, _ := m.Metadata()
+			if md.Sequence.Stream != ack.Sequence {
+				t.Errorf("message stream sequence %d, publish ack said %d", md.Sequence.Stream, ack.Sequence)
+			}
+			got = append(got, string(m.Data()))
+			if err := m.DoubleAck(t.Context()); err != nil {
+				t.Fatalf("ack: %v", err)
+			}
 		}
-	}
+		if len(got) == 0 {
+			return fmt.Errorf("no message pulled (%v)", batch.Error())
+		}
+		return nil
+	})
 	if len(got) != 1 || got[0] != "ping" {
 		t.Fatalf("consumed %q, want [ping]", got)
 	}
@@ -321,5 +330,76 @@ func TestLegacyClusterIsPre24(t *testing.T) {
 				t.Errorf("broker %d lacks %s (Kafka 2.3 has it)", b.NodeID, name)
 			}
 		}
+	}
+}
+
+// The stack's NATS is a three-node JetStream cluster: a stream of three replicas keeps its
+// messages and takes publishes when the node leading it is killed, and the node catches up
+// when it is back.
+func TestNATSClusterLosesANode(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	for _, n := range stack.NATSNodes() {
+		var varz struct {
+			Name    string `json:"server_name"`
+			Cluster struct {
+				Name string   `json:"name"`
+				URLs []string `json:"urls"`
+			} `json:"cluster"`
+			JetStream struct {
+				Meta struct {
+					Size int `json:"cluster_size"`
+				} `json:"meta"`
+			} `json:"jetstream"`
+		}
+		getJSON(t, n.MonitorURL+"/varz", &varz)
+		if varz.Name != n.Name || varz.Cluster.Name != stack.NATSClusterName || varz.JetStream.Meta.Size != 3 {
+			t.Errorf("%s /varz: server %q, cluster %q, JetStream meta cluster of %d; want %q, %q, 3",
+				n.MonitorURL, varz.Name, varz.Cluster.Name, varz.JetStream.Meta.Size, n.Name, stack.NATSClusterName)
+		}
+	}
+
+	js, err := jetstream.New(env.NATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := testenv.Name(t, "R3")
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
+	if _, err := js.Publish(t.Context(), name+".a", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	leader := testenv.StreamLeader(t, js, name)
+	env.KillNATSNode(t, leader)
+	next := testenv.WaitStreamLeaderNot(t, js, name, leader)
+	t.Logf("stream %s: leader %s killed, %s leads", name, leader, next)
+	testenv.Eventually(t, 30*time.Second, func() error {
+		_, err := js.Publish(t.Context(), name+".b", []byte("after"))
+		return err
+	})
+	env.StartNATSNode(t, leader)
+	testenv.StreamLeader(t, js, name) // every replica current again, the restarted one too
+	s, err := js.Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for subj, want := range map[string]string{name + ".a": "before", name + ".b": "after"} {
+		msg, err := s.GetLastMsgForSubject(t.Context(), subj)
+		if err != nil || string(msg.Data) != want {
+			t.Errorf("%s after the leader's loss: %v %v, want %q", subj, msg, err, want)
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, v any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", url, err)
 	}
 }

@@ -1,7 +1,7 @@
 // Package stack runs kafkamender's local stack of real servers on loopback: ZooKeeper, a
 // Kafka 3.9 cluster in ZooKeeper mode ("local"), a Kafka 2.3 cluster in ZooKeeper mode
 // ("legacy", older than the reassignment API), a Kafka 4.x cluster in KRaft mode ("kraft"),
-// nats-server with JetStream and Alertmanager. The tests, the demo and newcomers all use it.
+// a three-node NATS cluster with JetStream, a secured single nats-server, and Alertmanager. The tests, the demo and newcomers all use it.
 //
 // Kafka and ZooKeeper run from jars that Maven resolves from Maven Central into the
 // git-ignored .cache folder (once; later runs reuse them); nats-server is built from the Go
@@ -25,10 +25,17 @@ import (
 // Fixed addresses of the local stack. They are part of kafkamender's public interface
 // (README, "The local stack"): operators' scripts and the nats CLI use them as written.
 const (
-	ZooKeeperAddr  = "127.0.0.1:2181"
-	KafkaChroot    = "/kafka"
+	ZooKeeperAddr = "127.0.0.1:2181"
+	KafkaChroot   = "/kafka"
+	// NATSURL is the first node of the stack's three-node NATS cluster (NATSNodes); a
+	// client that connects to it learns the others from the server and reconnects to them.
+	// Workers are given every node: NATSClusterURL.
 	NATSURL        = "nats://127.0.0.1:4222"
 	NATSMonitorURL = "http://127.0.0.1:8222"
+	// NATSClusterURL lists every node's client URL, as nats.url takes them.
+	NATSClusterURL = "nats://127.0.0.1:4222,nats://127.0.0.1:4232,nats://127.0.0.1:4242"
+	// NATSClusterName is the name of the NATS cluster (its routes' cluster block).
+	NATSClusterName = "kafkamender-local"
 	// AlertmanagerURL is the local Alertmanager's API (POST /api/v2/alerts); its one
 	// route sends every alert to WorkerWebhookURL, the webhook of the worker that
 	// deployments/local/worker.yaml configures.
@@ -47,6 +54,53 @@ const (
 	// LegacyChroot is the legacy cluster's chroot in the stack's ZooKeeper.
 	LegacyChroot = "/legacy"
 )
+
+// NATSNode is one node of the stack's NATS cluster: the server named Name (its
+// server_name too), with its client, monitoring and cluster route addresses.
+type NATSNode struct {
+	Name       string
+	URL        string // nats://127.0.0.1:<client port>
+	MonitorURL string // http://127.0.0.1:<monitoring port>
+	RouteAddr  string // the cluster listener, which the other nodes route to
+}
+
+// NATSNodes are the three nodes of the stack's NATS cluster, in start order. The stack's
+// server group "nats" names them all (stackctl stop nats stops the three).
+func NATSNodes() []NATSNode {
+	return []NATSNode{
+		{Name: "nats-1", URL: "nats://127.0.0.1:4222", MonitorURL: "http://127.0.0.1:8222", RouteAddr: "127.0.0.1:6222"},
+		{Name: "nats-2", URL: "nats://127.0.0.1:4232", MonitorURL: "http://127.0.0.1:8232", RouteAddr: "127.0.0.1:6232"},
+		{Name: "nats-3", URL: "nats://127.0.0.1:4242", MonitorURL: "http://127.0.0.1:8242", RouteAddr: "127.0.0.1:6242"},
+	}
+}
+
+// NATSURLs are the client URLs of the NATS cluster's nodes.
+func NATSURLs() []string {
+	var out []string
+	for _, n := range NATSNodes() {
+		out = append(out, n.URL)
+	}
+	return out
+}
+
+// NATSMonitorURLs are the monitoring URLs of the NATS cluster's nodes.
+func NATSMonitorURLs() []string {
+	var out []string
+	for _, n := range NATSNodes() {
+		out = append(out, n.MonitorURL)
+	}
+	return out
+}
+
+// NATSNodeByName returns the node of the NATS cluster whose server_name is name.
+func NATSNodeByName(name string) (NATSNode, bool) {
+	for _, n := range NATSNodes() {
+		if n.Name == name {
+			return n, true
+		}
+	}
+	return NATSNode{}, false
+}
 
 // Mode is how a Kafka cluster keeps its metadata.
 type Mode string

@@ -262,7 +262,7 @@ func (l zkTestLogger) Printf(f string, a ...any) { l.t.Logf("zk: "+f, a...) }
 // NATS connects to the stack's nats-server; drained when the test ends.
 func (e *Env) NATS(t testing.TB, opts ...nats.Option) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(stack.NATSURL, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
+	nc, err := nats.Connect(stack.NATSClusterURL, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatalf("nats: %v", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/approval"
@@ -20,6 +19,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
 	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/pause"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
@@ -31,10 +31,13 @@ import (
 // ZooKeeper, or the NATS key-value lock (lock backend nats).
 func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipeline, error) {
 	cfg := w.cfg
-	js, err := jetstream.New(c.nats.conn)
+	// Every stream and bucket the worker creates gets nats.replicas; /readyz lists those
+	// found with fewer.
+	js, err := natsjs.New(c.nats.conn, cfg.NATS.Replicas, w.logger.Named("nats"))
 	if err != nil {
 		return nil, err
 	}
+	w.health.setAssets(js.Shortfalls)
 	kvLocker, err := locks.NewKV(js, locks.KVConfig{Bucket: cfg.Lock.NATS.Bucket, Worker: cfg.Worker.ID, TTL: cfg.Lock.NATS.TTL,
 		Wait: cfg.Lock.AcquireTimeout, Logger: w.logger.Named("locks")})
 	if err != nil {
@@ -126,6 +129,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	hs[events.TypeOperationCancel] = &cancel.Handler{Store: cancels, Results: pipeline.ResultsOn(js), Guard: h, Logger: w.logger.Named("cancel")}
 	return pipeline.New(c.nats.conn, hs, pipeline.Config{
 		Worker:          cfg.Worker.ID,
+		JetStream:       js,
 		Clusters:        cfg.ClusterNames(),
 		Consumer:        cfg.NATS.Consumer,
 		FilterSubjects:  cfg.NATS.Subjects,

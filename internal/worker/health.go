@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/kafkamender/kafkamender/internal/metrics"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 )
 
 // Dependency kinds, the kind label of kafkamender_dependency_up.
@@ -56,6 +57,15 @@ type health struct {
 	fatal    error // what ended the process's usefulness (setFatal): /healthz says it
 	// paused returns the clusters this worker last saw paused, and why (the pipeline's).
 	paused func() map[string]string
+	// assets returns the JetStream assets found with fewer replicas than nats.replicas.
+	assets func() []natsjs.Shortfall
+}
+
+// setAssets sets where /readyz reads the JetStream assets with fewer replicas than wanted.
+func (h *health) setAssets(f func() []natsjs.Shortfall) {
+	h.mu.Lock()
+	h.assets = f
+	h.mu.Unlock()
 }
 
 // setPaused sets where /readyz reads the paused clusters.
@@ -227,6 +237,10 @@ type readiness struct {
 	// Paused lists the clusters paused (cluster-pause) as this worker last saw them, and
 	// why: their events wait. A paused cluster does not make the worker unready.
 	Paused map[string]string `json:"paused,omitempty"`
+	// NATSAssets lists the streams and key-value buckets (KV_<bucket>) that exist with
+	// fewer replicas than nats.replicas wants: the worker never changes an existing
+	// asset's replicas (nats stream edit does). They do not make the worker unready.
+	NATSAssets []natsjs.Shortfall `json:"nats_assets,omitempty"`
 }
 
 type dependencyState struct {
@@ -265,6 +279,11 @@ func (h *health) reportLocked() readiness {
 	if h.paused != nil {
 		if p := h.paused(); len(p) > 0 {
 			r.Paused = p
+		}
+	}
+	if h.assets != nil {
+		if a := h.assets(); len(a) > 0 {
+			r.NATSAssets = a
 		}
 	}
 	for _, d := range h.deps {

@@ -137,7 +137,7 @@ func connect() (*demo, error) {
 		return nil, err
 	}
 	d.adm = kadm.NewClient(d.cl)
-	nc, err := nats.Connect(stack.NATSURL)
+	nc, err := nats.Connect(stack.NATSClusterURL)
 	if err != nil {
 		d.close()
 		return nil, fmt.Errorf("nats (is the stack up? go tool task stack:up): %w", err)
