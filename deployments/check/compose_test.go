@@ -2,17 +2,21 @@ package check
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/nats-io/nats-server/v2/server"
 	amconfig "github.com/prometheus/alertmanager/config"
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
@@ -105,7 +109,7 @@ func composeWorkers(t testing.TB, p *types.Project) []composeWorker {
 
 func TestComposeLoadsStrictly(t *testing.T) {
 	p := composeProject(t)
-	for _, want := range []string{"zookeeper", "kafka-1", "nats", "alertmanager"} {
+	for _, want := range []string{"zookeeper", "kafka-1", "nats-1", "alertmanager"} {
 		if _, ok := p.Services[want]; !ok {
 			t.Errorf("no service %s", want)
 		}
@@ -162,16 +166,15 @@ func TestComposeServices(t *testing.T) {
 // go.mod's version, the Alertmanager the stack builds.
 func TestComposeServerVersions(t *testing.T) {
 	p := composeProject(t)
-	var natsVersion string
-	for _, line := range strings.Split(string(readRepoFile(t, "go.mod")), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/nats-io/nats-server/v2" {
-			natsVersion = strings.TrimPrefix(f[1], "v")
-		}
+	natsVersion := pinnedNATSServer(t)
+	want := map[string]string{"alertmanager": "prom/alertmanager:" + stack.AlertmanagerVersion}
+	nodes := composeNATSNodes(t, p)
+	if len(nodes) == 0 {
+		t.Error("no NATS service")
 	}
-	if natsVersion == "" {
-		t.Fatal("go.mod pins no nats-server")
+	for _, n := range nodes {
+		want[n.name] = "nats:" + natsVersion + "-alpine"
 	}
-	want := map[string]string{"nats": "nats:" + natsVersion + "-alpine", "alertmanager": "prom/alertmanager:" + stack.AlertmanagerVersion}
 	for name, image := range want {
 		s, ok := p.Services[name]
 		if !ok {
@@ -235,6 +238,203 @@ func TestComposeWorkers(t *testing.T) {
 			if d, ok := s.DependsOn[svc]; !ok || d.Condition != types.ServiceConditionHealthy {
 				t.Errorf("service %s does not wait for %s to be healthy (%s names it)", w.name, svc, addr.field)
 			}
+		}
+	}
+}
+
+// composeNATSNode is a NATS server of the compose file: its service, and the options
+// nats-server makes of its command line.
+type composeNATSNode struct {
+	name    string
+	service types.ServiceConfig
+	opts    *server.Options
+}
+
+// clientPort is the port the node takes clients on.
+func (n composeNATSNode) clientPort() int {
+	if n.opts.Port <= 0 {
+		return server.DEFAULT_PORT
+	}
+	return n.opts.Port
+}
+
+// composeNATSNodes returns the services that run the nats image, each with its command
+// line parsed by nats-server's own flag parser (server.ConfigureOptions: an unknown flag,
+// or routes without a cluster listener, fail) and its options checked as nats-server
+// checks them before it starts (server.NewServer, which listens on nothing: a JetStream
+// cluster needs a server name and a cluster name).
+func composeNATSNodes(t testing.TB, p *types.Project) []composeNATSNode {
+	t.Helper()
+	var out []composeNATSNode
+	for _, name := range mapsKeys(p.Services) {
+		s := p.Services[name]
+		if repo, _, _ := strings.Cut(lastPathElem(s.Image), ":"); repo != "nats" {
+			continue
+		}
+		cmd := []string(s.Command)
+		if len(cmd) == 0 || cmd[0] != "nats-server" {
+			t.Errorf("service %s: command %q: want nats-server and its flags", name, cmd)
+			continue
+		}
+		fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		opts, err := server.ConfigureOptions(fs, cmd[1:], func() {}, func() {}, func() {})
+		if err != nil || opts == nil {
+			t.Errorf("service %s: nats-server %q: %v", name, cmd[1:], err)
+			continue
+		}
+		if _, err := server.NewServer(opts); err != nil {
+			t.Errorf("service %s: nats-server %q would not start: %v", name, cmd[1:], err)
+			continue
+		}
+		out = append(out, composeNATSNode{name: name, service: s, opts: opts})
+	}
+	return out
+}
+
+// TestComposeNATSCluster: the NATS services are three JetStream nodes of one cluster:
+// one cluster name, distinct server names, JetStream on a volume of each node's own,
+// routes from each node to the other two on their cluster port, and a healthcheck that
+// passes only once the node is current with a JetStream meta leader. The host port the
+// README gives the emitter reaches one of them.
+func TestComposeNATSCluster(t *testing.T) {
+	p := composeProject(t)
+	nodes := composeNATSNodes(t, p)
+	names := func() (out []string) {
+		for _, n := range nodes {
+			out = append(out, n.name)
+		}
+		return out
+	}()
+	if len(nodes) != 3 {
+		t.Fatalf("NATS services %v; want a cluster of three nodes", names)
+	}
+	clusters := map[string][]string{} // cluster name -> services
+	servers := map[string]string{}    // server name -> service
+	volumes := map[string]string{}    // volume -> service
+	for _, n := range nodes {
+		o := n.opts
+		if !o.JetStream {
+			t.Errorf("service %s: JetStream is off (--jetstream)", n.name)
+		}
+		clusters[o.Cluster.Name] = append(clusters[o.Cluster.Name], n.name)
+		if other, dup := servers[o.ServerName]; dup {
+			t.Errorf("services %s and %s have the same server name %q: JetStream needs one per node", other, n.name, o.ServerName)
+		}
+		servers[o.ServerName] = n.name
+		if o.Cluster.Port <= 0 {
+			t.Errorf("service %s: no cluster listener (--cluster)", n.name)
+		}
+
+		// JetStream stores on a named volume of this node's own.
+		i := slices.IndexFunc(n.service.Volumes, func(v types.ServiceVolumeConfig) bool { return v.Target == o.StoreDir })
+		switch {
+		case o.StoreDir == "" || i < 0 || n.service.Volumes[i].Type != types.VolumeTypeVolume:
+			t.Errorf("service %s: store_dir %q is not on a named volume: its streams would go with the container", n.name, o.StoreDir)
+		case volumes[n.service.Volumes[i].Source] != "":
+			t.Errorf("services %s and %s store JetStream on the same volume %s", volumes[n.service.Volumes[i].Source], n.name, n.service.Volumes[i].Source)
+		default:
+			volumes[n.service.Volumes[i].Source] = n.name
+		}
+
+		// Routes to every other node, on its cluster port.
+		routed := map[string]bool{}
+		for _, r := range o.Routes {
+			svc := serviceByHost(p, r.Hostname())
+			j := slices.IndexFunc(nodes, func(m composeNATSNode) bool { return m.name == svc })
+			if j < 0 {
+				t.Errorf("service %s: route %s is not a NATS service (%v)", n.name, r.Redacted(), names)
+				continue
+			}
+			if want := strconv.Itoa(nodes[j].opts.Cluster.Port); r.Port() != want {
+				t.Errorf("service %s: route %s; %s takes routes on %s", n.name, r.Redacted(), svc, want)
+			}
+			routed[svc] = true
+		}
+		for _, m := range nodes {
+			if m.name != n.name && !routed[m.name] {
+				t.Errorf("service %s has no route to %s (--routes): the cluster would not form", n.name, m.name)
+			}
+		}
+
+		// Healthy: the node is current with a meta leader, so the workers that wait for
+		// it can create their streams; js-enabled-only and js-server-only pass before.
+		hc := n.service.HealthCheck
+		if hc == nil || len(hc.Test) < 2 {
+			continue // TestComposeServices says so
+		}
+		u, err := url.Parse(hc.Test[len(hc.Test)-1])
+		if err != nil || u.Path != "/healthz" || u.Port() != strconv.Itoa(o.HTTPPort) || !loopback(u.Hostname()) {
+			t.Errorf("service %s healthcheck %q: want http://127.0.0.1:%d/healthz (--http_port)", n.name, hc.Test, o.HTTPPort)
+			continue
+		}
+		for _, q := range []string{"js-enabled-only", "js-server-only"} {
+			if u.Query().Has(q) {
+				t.Errorf("service %s healthcheck %s: %s passes before the node has a JetStream meta leader", n.name, u, q)
+			}
+		}
+	}
+	if len(clusters) != 1 {
+		t.Errorf("the NATS services form %d clusters %v; want one (--cluster_name)", len(clusters), clusters)
+	}
+	if _, ok := clusters[""]; ok {
+		t.Errorf("services %v name no cluster (--cluster_name)", clusters[""])
+	}
+
+	// The emitter on the host reaches a node through the port the README gives it.
+	const hostURL = "nats://127.0.0.1:14222"
+	published := slices.ContainsFunc(nodes, func(n composeNATSNode) bool {
+		return slices.ContainsFunc(n.service.Ports, func(pc types.ServicePortConfig) bool {
+			return pc.Published == "14222" && loopback(pc.HostIP) && int(pc.Target) == n.clientPort()
+		})
+	})
+	if !published {
+		t.Errorf("no NATS node publishes its client port on 127.0.0.1:14222, which the README gives the emitter")
+	}
+	if !strings.Contains(string(readRepoFile(t, "deployments/compose/README.md")), hostURL) {
+		t.Errorf("deployments/compose/README.md no longer says %s; update this test", hostURL)
+	}
+}
+
+// TestComposeWorkersNATS: each worker's nats.url lists every node of the cluster, on its
+// client port, so that it connects to any of them and reconnects to another; and the
+// replicas it asks for fit on the nodes.
+func TestComposeWorkersNATS(t *testing.T) {
+	p := composeProject(t)
+	nodes := composeNATSNodes(t, p)
+	if len(nodes) == 0 {
+		t.Fatal("no NATS service")
+	}
+	for _, w := range composeWorkers(t, p) {
+		listed := map[string]bool{}
+		for raw := range strings.SplitSeq(w.cfg.NATS.URL.Reveal(), ",") {
+			u, err := url.Parse(strings.TrimSpace(raw))
+			if err != nil {
+				t.Errorf("%s: nats.url: %v", w.cfgFile, err)
+				continue
+			}
+			svc := serviceByHost(p, u.Hostname())
+			j := slices.IndexFunc(nodes, func(n composeNATSNode) bool { return n.name == svc })
+			if j < 0 {
+				t.Errorf("%s: nats.url %s is not a NATS service", w.cfgFile, u.Redacted())
+				continue
+			}
+			port := u.Port()
+			if port == "" {
+				port = strconv.Itoa(server.DEFAULT_PORT)
+			}
+			if port != strconv.Itoa(nodes[j].clientPort()) {
+				t.Errorf("%s: nats.url %s; %s takes clients on %d", w.cfgFile, u.Redacted(), svc, nodes[j].clientPort())
+			}
+			listed[svc] = true
+		}
+		for _, n := range nodes {
+			if !listed[n.name] {
+				t.Errorf("%s: nats.url does not list %s: the worker could not start while the nodes it lists are down", w.cfgFile, n.name)
+			}
+		}
+		if r := w.cfg.NATS.Replicas; r > len(nodes) {
+			t.Errorf("%s: nats.replicas %d: JetStream cannot place them on %d nodes", w.cfgFile, r, len(nodes))
 		}
 	}
 }

@@ -104,3 +104,17 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.buf)
 }
+
+// pinnedNATSServer returns the nats-server version the product's go.mod pins (without
+// its v): the server the local stack and the tests run, and the one the deployments'
+// NATS images must run.
+func pinnedNATSServer(t testing.TB) string {
+	t.Helper()
+	for _, line := range strings.Split(string(readRepoFile(t, "go.mod")), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "github.com/nats-io/nats-server/v2" {
+			return strings.TrimPrefix(f[1], "v")
+		}
+	}
+	t.Fatal("go.mod pins no nats-server")
+	return ""
+}

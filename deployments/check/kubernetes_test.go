@@ -1,7 +1,9 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -138,13 +141,13 @@ func TestKubernetesManifestsDecodeStrictly(t *testing.T) {
 	}
 	var files []string
 	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); (ext == ".yaml" || ext == ".yml") && e.Name() != "kustomization.yaml" {
+		if ext := filepath.Ext(e.Name()); (ext == ".yaml" || ext == ".yml") && e.Name() != "kustomization.yaml" && e.Name() != natsValuesFile {
 			files = append(files, e.Name())
 		}
 	}
 	listed := slices.Sorted(slices.Values(k.Resources))
 	if !slices.Equal(files, listed) {
-		t.Errorf("kustomization.yaml lists %v; the directory has %v", listed, files)
+		t.Errorf("kustomization.yaml lists %v; the directory has %v (and %s, Helm values, not a manifest)", listed, files, natsValuesFile)
 	}
 	src, out := sourceManifests(t), renderedManifests(t)
 	for _, k := range []*kube{src, out} {
@@ -526,4 +529,215 @@ func TestKubernetesWebhookDoor(t *testing.T) {
 	if !webhook || !http {
 		t.Errorf("NetworkPolicy ingress %+v: want the webhook port admitted from Alertmanager (%v) and http from anywhere (%v)", np.Spec.Ingress, webhook, http)
 	}
+}
+
+// natsValuesFile holds the Helm values of the official NATS chart for the cluster the
+// workers use: in the directory, not in the kustomization (Helm installs it).
+const natsValuesFile = "nats-values.yaml"
+
+// natsChartVersion is the version of the chart whose values.yaml the key names of
+// natsChartValues were read from (https://github.com/nats-io/k8s, helm/charts/nats), and
+// which the README's helm command installs.
+const natsChartVersion = "2.14.2"
+
+// natsChartValues holds the keys of the NATS chart's values.yaml that nats-values.yaml
+// may set, as the chart spells them. Decoding is strict: a misspelt key, which Helm would
+// ignore without a word, fails here (as does a key this type does not list yet: add it,
+// from the chart's values.yaml).
+type natsChartValues struct {
+	NameOverride     string `json:"nameOverride"`
+	FullnameOverride string `json:"fullnameOverride"`
+	Config           struct {
+		Cluster struct {
+			Enabled     *bool `json:"enabled"`
+			Port        int   `json:"port"`
+			Replicas    *int  `json:"replicas"`
+			NoAdvertise *bool `json:"noAdvertise"`
+		} `json:"cluster"`
+		JetStream struct {
+			Enabled   *bool `json:"enabled"`
+			FileStore struct {
+				Enabled *bool  `json:"enabled"`
+				Dir     string `json:"dir"`
+				PVC     struct {
+					Enabled          *bool   `json:"enabled"`
+					Size             string  `json:"size"`
+					StorageClassName *string `json:"storageClassName"`
+				} `json:"pvc"`
+				MaxSize string `json:"maxSize"`
+			} `json:"fileStore"`
+		} `json:"jetstream"`
+		NATS struct {
+			Port int `json:"port"`
+		} `json:"nats"`
+		Monitor struct {
+			Enabled *bool `json:"enabled"`
+		} `json:"monitor"`
+	} `json:"config"`
+	Container struct {
+		Image struct {
+			Repository string `json:"repository"`
+			Tag        string `json:"tag"`
+		} `json:"image"`
+		Resources corev1.ResourceRequirements `json:"resources"`
+	} `json:"container"`
+	PodTemplate struct {
+		// topologyKey: the constraint (the chart adds the key and the pods' selector).
+		TopologySpreadConstraints map[string]corev1.TopologySpreadConstraint `json:"topologySpreadConstraints"`
+	} `json:"podTemplate"`
+	Service struct {
+		Name string `json:"name"`
+	} `json:"service"`
+}
+
+// natsValues decodes nats-values.yaml strictly.
+func natsValues(t testing.TB) natsChartValues {
+	t.Helper()
+	var v natsChartValues
+	decodeStrict(t, kubeDir+"/"+natsValuesFile, readRepoFile(t, kubeDir+"/"+natsValuesFile), &v)
+	return v
+}
+
+// helmInstall is the README's command that installs the NATS chart.
+type helmInstall struct {
+	release, chart, namespace, version string
+	values                             []string
+}
+
+// readmeHelmInstall finds `helm upgrade --install <release> nats/nats ...` in the README
+// (continued lines joined) and reads its release, namespace, chart version and values files.
+func readmeHelmInstall(t testing.TB) helmInstall {
+	t.Helper()
+	readme := strings.ReplaceAll(string(readRepoFile(t, kubeDir+"/README.md")), "\\\n", " ")
+	m := regexp.MustCompile(`helm (?:upgrade --install|install) (\S+) (nats/nats)\b([^\n]*)`).FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatalf("%s/README.md: no `helm upgrade --install <release> nats/nats` command", kubeDir)
+	}
+	h := helmInstall{release: m[1], chart: m[2]}
+	args := strings.Fields(m[3])
+	for i := 0; i+1 < len(args); i++ {
+		switch args[i] {
+		case "--namespace", "-n":
+			h.namespace = args[i+1]
+		case "--version":
+			h.version = args[i+1]
+		case "-f", "--values":
+			h.values = append(h.values, args[i+1])
+		}
+	}
+	return h
+}
+
+// TestKubernetesNATSValues: the NATS the workers use on Kubernetes is the official chart
+// installed with nats-values.yaml: a cluster of three JetStream nodes storing on a
+// PersistentVolumeClaim each (big enough for what the fleet reserves), running the
+// nats-server the product pins, spread over the Kubernetes nodes. The README installs it
+// with the chart version these key names come from, and the worker's NATS URL (the
+// README's Secret, the ConfigMap's placeholder) is the release's client Service.
+func TestKubernetesNATSValues(t *testing.T) {
+	v := natsValues(t)
+	c := v.Config
+	if !isTrue(c.Cluster.Enabled) {
+		t.Errorf("%s: config.cluster.enabled is not true: one NATS server, no JetStream replicas", natsValuesFile)
+	}
+	if c.Cluster.Replicas == nil || *c.Cluster.Replicas != 3 {
+		t.Errorf("%s: config.cluster.replicas %s, want 3 (a quorum of 2 survives one node lost)", natsValuesFile, show(c.Cluster.Replicas))
+	}
+	if !isTrue(c.JetStream.Enabled) {
+		t.Errorf("%s: config.jetstream.enabled is not true", natsValuesFile)
+	}
+	fs := c.JetStream.FileStore
+	if !isTrue(fs.Enabled) || !isTrue(fs.PVC.Enabled) {
+		t.Errorf("%s: config.jetstream.fileStore.enabled %s, .pvc.enabled %s: want both true (streams on a volume that outlives the pod)",
+			natsValuesFile, show(fs.Enabled), show(fs.PVC.Enabled))
+	}
+	// Every node stores a copy of every stream: each node's store (the PVC's size, or
+	// maxSize) must hold what the fleet reserves (docs/operations.md, Storage limits).
+	least := resource.MustParse("2Gi")
+	for key, size := range map[string]string{"pvc.size": fs.PVC.Size, "maxSize": fs.MaxSize} {
+		if size == "" {
+			if key == "pvc.size" {
+				t.Errorf("%s: config.jetstream.fileStore.pvc.size is not set", natsValuesFile)
+			}
+			continue
+		}
+		q, err := resource.ParseQuantity(size)
+		if err != nil {
+			t.Errorf("%s: config.jetstream.fileStore.%s %q: %v", natsValuesFile, key, size, err)
+			continue
+		}
+		if q.Cmp(least) < 0 {
+			t.Errorf("%s: config.jetstream.fileStore.%s %s: the fleet's streams and buckets reserve about %s on every node", natsValuesFile, key, size, least.String())
+		}
+	}
+	if want := pinnedNATSServer(t) + "-alpine"; v.Container.Image.Tag != want || (v.Container.Image.Repository != "" && v.Container.Image.Repository != "nats") {
+		t.Errorf("%s: container.image %s:%s, want nats:%s (the version the local stack and the tests run)", natsValuesFile, v.Container.Image.Repository, v.Container.Image.Tag, want)
+	}
+	if _, ok := v.PodTemplate.TopologySpreadConstraints["kubernetes.io/hostname"]; !ok {
+		t.Errorf("%s: no podTemplate.topologySpreadConstraints on kubernetes.io/hostname: two NATS nodes on one machine lose the quorum together", natsValuesFile)
+	}
+	if v.Config.Monitor.Enabled != nil && !*v.Config.Monitor.Enabled {
+		t.Errorf("%s: config.monitor.enabled is false: the chart's probes (/healthz) need it", natsValuesFile)
+	}
+
+	// The README installs that chart, at that version, with this file.
+	h := readmeHelmInstall(t)
+	if h.version != natsChartVersion {
+		t.Errorf("%s/README.md: helm installs chart %s version %q; the key names here are those of %s (check them against its values.yaml, then update natsChartVersion)", kubeDir, h.chart, h.version, natsChartVersion)
+	}
+	if !slices.Contains(h.values, kubeDir+"/"+natsValuesFile) {
+		t.Errorf("%s/README.md: helm is given values %v, not %s/%s", kubeDir, h.values, kubeDir, natsValuesFile)
+	}
+	if h.namespace == "" {
+		t.Fatalf("%s/README.md: the helm command names no --namespace", kubeDir)
+	}
+
+	// The client Service the release makes: the chart's fullname (the release's name when
+	// it contains the chart's, else <release>-nats), in the release's namespace.
+	svc := v.Service.Name
+	if svc == "" {
+		svc = v.FullnameOverride
+	}
+	if svc == "" {
+		name := cmp.Or(v.NameOverride, "nats")
+		svc = h.release
+		if !strings.Contains(h.release, name) {
+			svc = h.release + "-" + name
+		}
+	}
+	host := svc + "." + h.namespace + ".svc"
+	port := strconv.Itoa(cmp.Or(c.NATS.Port, 4222))
+	readme := string(readRepoFile(t, kubeDir+"/README.md"))
+	m := regexp.MustCompile(`create secret generic kafkamender-nats\b[^\n]*--from-literal=url=(\S+)`).FindStringSubmatch(readme)
+	if m == nil {
+		t.Fatalf("%s/README.md does not create the Secret kafkamender-nats", kubeDir)
+	}
+	w := kubernetesWorker(t)
+	for source, raw := range map[string]string{"README.md's Secret kafkamender-nats": m[1], w.cfgSource + " nats.url": w.cfg.NATS.URL.Reveal()} {
+		for one := range strings.SplitSeq(raw, ",") {
+			u, err := url.Parse(strings.TrimSpace(one))
+			if err != nil {
+				t.Errorf("%s: %v", source, err)
+				continue
+			}
+			if u.Hostname() != host && !strings.HasPrefix(u.Hostname(), host+".") || u.Port() != port {
+				t.Errorf("%s: %s; the chart's release %s in namespace %s serves clients at %s:%s", source, u.Redacted(), h.release, h.namespace, host, port)
+			}
+		}
+	}
+
+	// The workers keep every stream and bucket on all three nodes.
+	if r := w.cfg.NATS.Replicas; r != 3 {
+		t.Errorf("%s: nats.replicas %d, want 3, said explicitly", w.cfgSource, r)
+	} else if c.Cluster.Replicas != nil && r > *c.Cluster.Replicas {
+		t.Errorf("%s: nats.replicas %d: the chart runs %d NATS servers", w.cfgSource, r, *c.Cluster.Replicas)
+	}
+}
+
+// show formats an optional value of the Helm values: unset, or the value.
+func show[T any](p *T) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
 }
