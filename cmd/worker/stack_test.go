@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -84,10 +82,7 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 	// worker) and does not block their consumers on the work-queue stream.
 	consumer := testenv.Name(t, "w")
 	t.Cleanup(func() {
-		js, err := jetstream.New(env.NATS(t))
-		if err != nil {
-			return
-		}
+		js := testenv.JetStream(t, env.NATS(t))
 		testenv.DeleteConsumers(context.Background(), js, consumer)
 	})
 	yaml := bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1)

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafkamender/kafkamender/deployments/check/generate"
@@ -66,10 +65,7 @@ func TestMonitoredMetricsExistInARunningWorker(t *testing.T) {
 	addr := testenv.FreeAddr(t)
 	consumer := testenv.Name(t, "deploy")
 	t.Cleanup(func() {
-		js, err := jetstream.New(env.NATS(t))
-		if err != nil {
-			return
-		}
+		js := testenv.JetStream(t, env.NATS(t))
 		testenv.DeleteConsumers(context.Background(), js, consumer)
 	})
 	cfg := derivedConfig(t, readRepoFile(t, "deployments/local/worker.yaml"), map[string]any{

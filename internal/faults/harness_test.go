@@ -96,10 +96,7 @@ func newRig(t *testing.T, env *testenv.Env, real string) *rig {
 	t.Helper()
 	env.FreeEventsStream(t)
 	nc := env.NATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, nc)
 	cl := env.Kafka(t, real, kgo.ProducerBatchMaxBytes(1<<20), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	r := &rig{t: t, env: env, real: real, alias: testenv.Name(t, "f"), zk: stack.ZooKeeperAddr, nc: nc, js: js, cl: cl, adm: kadm.NewClient(cl)}
 	t.Cleanup(func() {

@@ -99,10 +99,7 @@ func newFleet(t testing.TB, env *testenv.Env, real string) *fleet {
 	t.Helper()
 	env.FreeEventsStream(t)
 	nc := env.NATS(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testenv.JetStream(t, nc)
 	return &fleet{t: t, env: env, real: real, alias: token("c"), requests: &requestCounter{counts: map[int16]int{}},
 		js: js, nc: nc, lockWait: time.Minute, strategy: kafka.StrategyAuto}
 }

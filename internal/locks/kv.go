@@ -236,8 +236,9 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 		rev, err := kv.Create(wctx, cluster, data)
 		if err == nil {
 			h := newKVHeld(l, kv, cluster, info, data, rev, sent, ctx)
+			// acquired_at is set before the create was sent: the lock is ours no earlier.
 			l.logger.Info("lock acquired", zap.String("cluster", cluster), zap.String("event", eventID),
-				zap.Uint64("revision", rev), zap.Duration("waited", time.Since(start)))
+				zap.Uint64("revision", rev), zap.Duration("waited", time.Since(start)), zap.String("acquired_at", info.AcquiredAt.Format(time.RFC3339Nano)))
 			return h, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
@@ -412,6 +413,7 @@ func (h *KVHeld) Err() error {
 // Release gives the lock up: it cancels Context and deletes the entry if it is still
 // ours. It may be called any number of times, also after the lock was lost.
 func (h *KVHeld) Release(ctx context.Context) error {
+	stopped := time.Now() // the holder counts on the lock no more
 	lost := h.ctx.Err() != nil && errors.Is(context.Cause(h.ctx), ErrLost)
 	h.cancel(fmt.Errorf("lock of cluster %s: %w", h.cluster, ErrReleased))
 	<-h.done
@@ -431,7 +433,8 @@ func (h *KVHeld) Release(ctx context.Context) error {
 	}
 	switch {
 	case err == nil:
-		h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.AcquiredAt)))
+		// stopped_at: when the holder stopped counting on the lock, before the entry went.
+		h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.AcquiredAt)), zap.String("stopped_at", stopped.UTC().Format(time.RFC3339Nano)))
 		return nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
 		return nil // expired or taken over meanwhile: nothing of ours is left
@@ -447,7 +450,15 @@ func (h *KVHeld) lose(cause error) {
 	}
 	h.cancel(fmt.Errorf("lock of cluster %s: %w", h.cluster, cause))
 	if errors.Is(context.Cause(h.ctx), ErrLost) {
-		h.logger.Warn("lock lost: stop before the next write", zap.Error(cause))
+		// stopped_at: from when the holder did not count on the lock (Err says lost past
+		// the last renewal's validity, even before this line).
+		h.mu.Lock()
+		stopped := time.Now()
+		if h.validUntil.Before(stopped) {
+			stopped = h.validUntil
+		}
+		h.mu.Unlock()
+		h.logger.Warn("lock lost: stop before the next write", zap.Error(cause), zap.String("stopped_at", stopped.UTC().Format(time.RFC3339Nano)))
 	}
 }
 

@@ -34,10 +34,7 @@ func (r *recorder) failures() string {
 // CheckNoLeftovers looks where the lock is kept, and a part that cannot look fails.
 func TestCheckNoLeftovers(t *testing.T) {
 	env := Get(t)
-	js, err := jetstream.New(env.NATS(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := JetStream(t, env.NATS(t))
 	cl := env.Kafka(t, "kraft")
 	// A lock bucket of this test's, holding the lock of one cluster (as a worker that never
 	// released it would leave it), and a topic nobody left anything on.

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
@@ -125,4 +127,17 @@ func (e *Env) ResumeNATSNode(t testing.TB, node string) {
 	if err := e.Stack.Resume(node); err != nil {
 		t.Fatalf("resume %s: %v", node, err)
 	}
+}
+
+// JetStream is the JetStream of nc as a worker has it (natsjs, nats.replicas unset): on the
+// stack's NATS cluster what it creates gets three replicas. Tests that may create a stream
+// or bucket before any worker does (a journal read, a results lookup) use it, so that the
+// asset is what the workers would have made.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := natsjs.New(nc, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
