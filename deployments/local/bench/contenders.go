@@ -208,13 +208,7 @@ type natsConn struct {
 // kafkamender's whole path, as the caller sees it. It returns the result and when it was
 // heard (a core NATS subscription on the result subject, made before publishing).
 func (n *natsConn) event(ctx context.Context, clusterName, typ, id string, data any) (*events.Result, time.Time, error) {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	env := events.Envelope{SpecVersion: events.SpecVersion, ID: id, Source: "bench", Type: typ,
-		Time: time.Now().UTC(), DataContentType: events.ContentTypeJSON, Data: raw}
-	body, err := json.Marshal(env)
+	body, err := eventBody(typ, id, "bench", data)
 	if err != nil {
 		return nil, time.Time{}, err
 	}
@@ -226,6 +220,18 @@ func (n *natsConn) event(ctx context.Context, clusterName, typ, id string, data 
 		}
 		return nil
 	})
+}
+
+// eventBody is an event of type typ with data, as a publisher sends it: a CloudEvents 1.0
+// JSON envelope (structured mode).
+func eventBody(typ, id, source string, data any) ([]byte, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return nil, err
+	}
+	env := events.Envelope{SpecVersion: events.SpecVersion, ID: id, Source: source, Type: typ,
+		Time: time.Now().UTC(), DataContentType: events.ContentTypeJSON, Data: raw}
+	return json.Marshal(env)
 }
 
 // await subscribes to the result of event id, calls send (which makes the event: a

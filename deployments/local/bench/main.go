@@ -24,7 +24,12 @@
 //     POST of a firing KafkaBrokerDown alert to its first copy. Broker 4 is started again
 //     after each run;
 //   - storm and scale: BenchmarkAlertStorm and BenchmarkScale100k (internal/handlers),
-//     run as `go test -bench` and parsed.
+//     run as `go test -bench` and parsed;
+//   - fleet: scale out (fleet.go): three worker processes serve 100, then 300 Kafka
+//     clusters (in-process placement fakes), their locks in NATS, on the stack's NATS
+//     cluster; 10,000 events over the clusters, each result checked: events per second,
+//     publish → result latency, each worker's CPU and peak RSS, the consumers and memory of
+//     NATS, per cluster too, and how each grows from 100 to 300 clusters.
 //
 // Every scenario runs -runs times (3 by default), the contenders' order rotated each run;
 // the table gives the median and the range. The worker runs in this process, configured
@@ -33,6 +38,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -40,6 +46,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -69,6 +76,16 @@ type options struct {
 	rfMB      int
 	throttle  int64
 	trace     bool
+
+	// The fleet scenario (fleet.go).
+	fleetSizes   []int    // Kafka clusters the fleet serves, one run of each
+	fleetEvents  int      // events over them
+	fleetWorkers int      // worker processes
+	fleetNATS    []string // client URLs of the NATS cluster's nodes
+	fleetMonitor []string // monitoring URLs of the same nodes (/varz)
+	// fleetReplaysOK counts results replayed (an event delivered again after its result
+	// was stored: the stored result announced again) instead of failing on them.
+	fleetReplaysOK bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -76,14 +93,29 @@ func parseFlags(args []string) (options, error) {
 	runs := fs.Int("runs", 3, "runs of each scenario (at least 3 for a median worth the name)")
 	sizes := fs.String("sizes", "100,1000", "partitions the demoted broker leads, comma-separated")
 	clusters := fs.String("clusters", "local,kraft", "clusters of the stack to demote on, comma-separated")
-	scen := fs.String("scenarios", "demote,preferred,rf,failed,storm,scale", "scenarios to run, comma-separated")
+	scen := fs.String("scenarios", "demote,preferred,rf,failed,storm,scale,fleet", "scenarios to run, comma-separated")
 	rfMB := fs.Int("rf-mb", 48, "MB written to the topic of the replication-factor and broker-failed scenarios")
 	throttle := fs.Int64("throttle", 10<<20, "replication throttle of the replication-factor and broker-failed scenarios, bytes/s (all contenders)")
 	trace := fs.Bool("trace", false, "write the worker's Kafka requests of each kafkamender run to .state/bench/<event id>.trace")
+	fleetSizes := fs.String("fleet-clusters", "100,300", "fleet scenario: Kafka clusters the fleet serves, comma-separated (one run of each)")
+	fleetEvents := fs.Int("fleet-events", 10_000, "fleet scenario: events spread over the clusters")
+	fleetWorkers := fs.Int("fleet-workers", 3, "fleet scenario: worker processes")
+	fleetNATS := fs.String("fleet-nats", defaultFleetNATS, "fleet scenario: client URLs of the NATS cluster's nodes, comma-separated (the workers' nats.url)")
+	fleetMonitor := fs.String("fleet-nats-monitor", defaultFleetMonitor, "fleet scenario: monitoring URLs of the same NATS nodes, comma-separated (their /varz mem is read)")
+	fleetReplaysOK := fs.Bool("fleet-replays-ok", true, "fleet scenario: count results published again as replays (an event delivered again after its result was stored: the stored result, announced again) instead of failing on them; a replay that says otherwise than the stored result fails the run either way")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
 	}
-	o := options{runs: *runs, clusters: split(*clusters), scenarios: map[string]bool{}, rfMB: *rfMB, throttle: *throttle, trace: *trace}
+	o := options{runs: *runs, clusters: split(*clusters), scenarios: map[string]bool{}, rfMB: *rfMB, throttle: *throttle, trace: *trace,
+		fleetEvents: *fleetEvents, fleetWorkers: *fleetWorkers, fleetNATS: split(*fleetNATS), fleetMonitor: split(*fleetMonitor),
+		fleetReplaysOK: *fleetReplaysOK}
+	for _, s := range split(*fleetSizes) {
+		var n int
+		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 || slices.Contains(o.fleetSizes, n) {
+			return o, fmt.Errorf("-fleet-clusters: %q is not a new cluster count", s)
+		}
+		o.fleetSizes = append(o.fleetSizes, n)
+	}
 	for _, s := range split(*sizes) {
 		var n int
 		if _, err := fmt.Sscan(s, &n); err != nil || n < 1 {
@@ -93,7 +125,7 @@ func parseFlags(args []string) (options, error) {
 	}
 	for _, s := range split(*scen) {
 		switch s {
-		case "demote", "preferred", "rf", "failed", "storm", "scale":
+		case "demote", "preferred", "rf", "failed", "storm", "scale", "fleet":
 			o.scenarios[s] = true
 		default:
 			return o, fmt.Errorf("-scenarios: unknown %q", s)
@@ -101,6 +133,18 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.runs < 1 {
 		return o, fmt.Errorf("-runs %d: want 1 or more", o.runs)
+	}
+	if o.scenarios["fleet"] {
+		switch {
+		case len(o.fleetSizes) == 0:
+			return o, errors.New("-fleet-clusters: none given")
+		case o.fleetEvents < slices.Max(o.fleetSizes):
+			return o, fmt.Errorf("-fleet-events %d: want at least one per cluster (%d)", o.fleetEvents, slices.Max(o.fleetSizes))
+		case o.fleetWorkers < 1:
+			return o, fmt.Errorf("-fleet-workers %d: want 1 or more", o.fleetWorkers)
+		case len(o.fleetNATS) == 0 || len(o.fleetMonitor) == 0:
+			return o, errors.New("-fleet-nats and -fleet-nats-monitor: want the NATS nodes' URLs")
+		}
 	}
 	return o, nil
 }
@@ -170,7 +214,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	b.rows = append(b.rows, []string{"scenario", "cluster", kafkamender, cli, floor, "kafkamender ÷ floor", "kafkamender ÷ CLIs", "goal"})
 	if opts.scenarios["demote"] || opts.scenarios["preferred"] || opts.scenarios["rf"] || opts.scenarios["failed"] {
-		nc, err := nats.Connect(stack.NATSURL)
+		nc, err := nats.Connect(stack.NATSClusterURL)
 		if err != nil {
 			return fmt.Errorf("nats (is the stack up? go tool task stack:up): %w", err)
 		}
@@ -199,6 +243,11 @@ func run(ctx context.Context, args []string) error {
 	}
 	if opts.scenarios["scale"] {
 		if err := b.scale(ctx); err != nil {
+			return err
+		}
+	}
+	if opts.scenarios["fleet"] {
+		if err := b.fleet(ctx); err != nil {
 			return err
 		}
 	}
