@@ -3,17 +3,23 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/locks"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -85,10 +91,27 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		js := testenv.JetStream(t, env.NATS(t))
 		testenv.DeleteConsumers(context.Background(), js, consumer)
 	})
+	// Its NATS lock bucket, made beforehand with one replica, as a worker of an earlier
+	// version (or with nats.replicas 1) made it: the worker keeps it as it is and lists it
+	// on /readyz, which stays ready.
+	plain, err := jetstream.New(env.NATS(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bucket := testenv.Name(t, "LOCKS")
+	old, err := locks.NewKV(plain, locks.KVConfig{Bucket: bucket, Worker: "earlier", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = plain.DeleteKeyValue(context.Background(), bucket) })
 	yaml := bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1)
 	for from, to := range map[string]string{
 		"consumer: kafkamender-workers":    "consumer: " + consumer,
 		"subjects: [kafkamender.events.>]": "subjects: [kafkamender.events." + consumer + ".>]",
+		"bucket: KAFKAMENDER_LOCKS":        "bucket: " + bucket,
 	} {
 		if !bytes.Contains(yaml, []byte(from)) {
 			t.Fatalf("worker.yaml no longer contains %q", from)
@@ -128,6 +151,25 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		}
 		return nil
 	})
+	_, readyz, err := get("/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready struct {
+		NATSAssets []natsjs.Shortfall `json:"nats_assets"`
+	}
+	if err := json.Unmarshal([]byte(readyz), &ready); err != nil {
+		t.Fatal(err)
+	}
+	// The streams it set up have the stack's three replicas; the bucket made with one is
+	// listed, and kept.
+	want := natsjs.Shortfall{Asset: "KV_" + bucket, Replicas: 1, Want: 3}
+	if !slices.Equal(ready.NATSAssets, []natsjs.Shortfall{want}) {
+		t.Errorf("/readyz nats_assets %+v, want only %+v:\n%s", ready.NATSAssets, want, readyz)
+	}
+	if s, err := plain.Stream(t.Context(), "KV_"+bucket); err != nil || s.CachedInfo().Config.Replicas != 1 {
+		t.Errorf("the bucket made with one replica: %v; the worker must keep it as it is", err)
+	}
 	_, metrics, err := get("/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +197,10 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatalf("worker did not exit within 30s of SIGTERM\n%s", logs.String())
+	}
+	// Read once the worker has exited (its output is written meanwhile).
+	if !strings.Contains(logs.String(), "fewer replicas than nats.replicas wants") || !strings.Contains(logs.String(), "nats stream edit KV_"+bucket+" --replicas 3") {
+		t.Errorf("the log does not say which asset has fewer replicas and how to scale it:\n%s", logs.String())
 	}
 }
 

@@ -90,6 +90,9 @@ type rig struct {
 	maxAttempts int
 	// extra, when set, is more top-level configuration for every worker (YAML).
 	extra string
+	// natsURL, when set, is the workers' nats.url (default every node of the stack's NATS
+	// cluster).
+	natsURL string
 }
 
 func newRig(t *testing.T, env *testenv.Env, real string) *rig {
@@ -110,6 +113,10 @@ func (r *rig) config(name string) string {
 	attempts := r.maxAttempts
 	if attempts == 0 {
 		attempts = 10
+	}
+	natsURL := stack.NATSClusterURL
+	if r.natsURL != "" {
+		natsURL = r.natsURL
 	}
 	zk := "    lock: {backend: nats}\n"
 	if r.lockAt().Backend == config.LockZooKeeper {
@@ -140,7 +147,7 @@ clusters:
   %s:
     bootstrap_servers: [%s]
 %s    strategy: auto
-`, name, stack.NATSClusterURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk) + r.extra
+`, name, natsURL, r.alias, r.alias, attempts, r.zk, lockRoot, lockBucket, r.alias, strings.Join(c.Bootstrap(), ", "), zk) + r.extra
 }
 
 // Where the fault tests' workers keep their locks: lock.root and lock.nats.bucket.

@@ -5,13 +5,18 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/model"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
+	"github.com/kafkamender/kafkamender/internal/stack"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -197,4 +202,267 @@ func checkNoOverlap(t *testing.T, ws []window) {
 		}
 	}
 	t.Logf("lock windows (%d), none overlapping:\n  %s", len(ws), strings.Join(lines, "\n  "))
+}
+
+// A rolling restart of the three NATS nodes, one at a time (each stopped gracefully,
+// started, and caught up before the next), during an alert storm: 10,000
+// broker-overloaded alerts for one broker of the ZooKeeper-mode cluster, and a stream of
+// preferred-leader events for the KRaft cluster published meanwhile. The broker is shed
+// once (the first alert; every other one is a noop naming it); every event has exactly one
+// stored result; the KRaft cluster's events ran one after the other in publish order and
+// its leader is the last one asked for; nothing is lost or left.
+func TestNATSRollingRestartDuringAStorm(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	f := newFleet(t, env)
+	a, b := f.start("a"), f.start("b")
+	defer a.stop()
+	defer b.stop()
+	storm := f.local.topic("storm", [][]int32{{2, 1, 3}, {2, 3, 4}, {2, 4, 1}, {1, 2, 3}}, 0, nil)
+	order := f.kraft.topic("order", [][]int32{{1, 2, 3}, {2, 3, 1}}, 0, nil)
+
+	const alerts, moves = 10_000, 30
+	stormIDs := make([]string, alerts)
+	stormBodies := make([][]byte, alerts)
+	for i := range alerts {
+		env := f.local.envelope(events.TypeBrokerOverloaded, map[string]any{"broker": 2, "topics": []string{storm}, "reason": "cpu 97%"})
+		env.ID = fmt.Sprintf("%s-storm-%05d", f.local.alias, i)
+		stormIDs[i], stormBodies[i] = env.ID, f.local.marshal(env)
+	}
+	stormSubject := events.Subject(f.local.alias, events.TypeBrokerOverloaded)
+
+	// The storm: the first alert alone (it must act), then the rest from a few publishers;
+	// the KRaft cluster's moves from one publisher, in order, meanwhile. Each publish is
+	// retried with the same id until acknowledged: a node restarting may drop an
+	// acknowledgement, and the stream stores an id once.
+	f.local.publishAcked(stormSubject, stormIDs[0], stormBodies[0])
+	var acked atomic.Int64 // storm alerts acknowledged so far
+	published := make(chan struct{})
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 6 {
+		wg.Go(func() {
+			for i := range next {
+				f.local.publishAcked(stormSubject, stormIDs[i], stormBodies[i])
+				acked.Add(1)
+			}
+		})
+	}
+	go func() {
+		for i := 1; i < alerts; i++ {
+			next <- i
+		}
+		close(next)
+	}()
+	type move struct {
+		id     string
+		seq    uint64
+		leader int
+	}
+	var moved []move
+	wg.Go(func() {
+		for i := range moves {
+			leader := 1 + (i+1)%3
+			env := f.kraft.envelope(events.TypeReplicaChangeRequested, map[string]any{"topic": order, "partitions": []int{0}, "preferred_leader": leader})
+			seq := f.kraft.publishAcked(events.Subject(f.kraft.alias, events.TypeReplicaChangeRequested), env.ID, f.kraft.marshal(env))
+			moved = append(moved, move{env.ID, seq, leader})
+		}
+	})
+	go func() { wg.Wait(); close(published) }()
+
+	// The restarts begin once the storm is under way, and the first begins while it is
+	// still being published.
+	testenv.Eventually(t, time.Minute, func() error {
+		if n := acked.Load(); n < 500 {
+			return fmt.Errorf("%d alerts published", n)
+		}
+		return nil
+	})
+	for i, n := range stack.NATSNodes() {
+		at := acked.Load()
+		if i == 0 && at >= alerts-1 {
+			t.Fatalf("the storm was all published (%d alerts) before the first restart: nothing restarted during it", at)
+		}
+		env.RestartNATSNode(t, n.Name)
+		for _, s := range []string{events.EventsStream, events.ResultsStream} {
+			testenv.StreamLeader(t, f.local.js, s) // caught up before the next node goes
+		}
+		t.Logf("%s restarted (stopped when %d of %d alerts were published)", n.Name, at+1, alerts)
+	}
+	select {
+	case <-published:
+	case <-time.After(5 * time.Minute):
+		t.Fatal("the events were not all published within 5 minutes")
+	}
+	for range alerts + moves {
+		testenv.CountEvent()
+	}
+
+	all := append(slices.Clone(stormIDs), func() (ids []string) {
+		for _, m := range moved {
+			ids = append(ids, m.id)
+		}
+		return ids
+	}()...)
+	f.local.allStoredOnce(all, 5*time.Minute)
+	got := f.local.storedResults(all)
+
+	if res := got[stormIDs[0]]; res.Status != events.StatusSucceeded || len(res.Changes) == 0 {
+		t.Fatalf("first alert: %s (%s), %d changes; want it to shed broker 2", res.Status, res.Error, len(res.Changes))
+	}
+	for _, id := range stormIDs[1:] {
+		if res := got[id]; res.Status != events.StatusNoop || res.PreviousEvent != stormIDs[0] || len(res.Changes) != 0 {
+			t.Fatalf("alert %s: %s (previous %q, %d changes, error %q); want a noop naming %s", id, res.Status,
+				res.PreviousEvent, len(res.Changes), res.Error, stormIDs[0])
+		}
+	}
+	f.local.shedFrom(storm, 2)
+
+	slices.SortFunc(moved, func(x, y move) int { return int(x.seq) - int(y.seq) })
+	var prev *events.Result
+	for _, m := range moved {
+		res := got[m.id]
+		if res.Status != events.StatusSucceeded {
+			t.Fatalf("move %s (leader %d): %s (%s)", m.id, m.leader, res.Status, res.Error)
+		}
+		if prev != nil && !res.StartedAt.After(prev.FinishedAt) {
+			t.Errorf("%s started at %s, before %s (published before it) finished at %s", m.id,
+				res.StartedAt.Format(time.StampMicro), prev.ID, prev.FinishedAt.Format(time.StampMicro))
+		}
+		prev = res
+	}
+	last := moved[len(moved)-1].leader
+	testenv.Eventually(t, 30*time.Second, func() error {
+		if p := f.kraft.partitions(order)[0]; p.Leader != int32(last) || p.Replicas[0] != int32(last) {
+			return fmt.Errorf("%s: replicas %v, leader %d; the last event asked for %d", p.TopicPartition, p.Replicas, p.Leader, last)
+		}
+		return nil
+	})
+	for range alerts + moves {
+		testenv.CountResult()
+	}
+	f.local.noLeftovers([]string{storm}, nil)
+	f.kraft.noLeftovers([]string{order}, nil)
+}
+
+// A node of the NATS cluster is cut off (frozen with SIGSTOP: its connections stay open,
+// it answers nothing) while the worker connected to it holds the lock of a throttled copy.
+// The worker's renewals fail, so it stops counting on the lock and writes nothing more;
+// its event goes to the other worker, on the majority, which finishes the operation from
+// the journal. The frozen node, resumed, catches up; its stale view never makes a second
+// holder.
+func TestNATSNodeCutOffWhileHoldingTheLock(t *testing.T) {
+	env := testenv.GetExclusive(t)
+	env.LockBrokerThrottles(t)
+	nodes := stack.NATSNodes()
+	cut, rest := nodes[1], []string{nodes[0].URL, nodes[2].URL}
+	r := newRig(t, env, "kraft")
+	topic := r.topic("rf", [][]int32{{1, 2}, {2, 3}}, 5_000_000, nil)
+	before := r.partitions(topic)
+	r.natsURL = cut.URL
+	a := r.start("a")
+	defer a.stop()
+	id, ch := r.publish(events.TypeReplicaChangeRequested, map[string]any{"topic": topic, "replication_factor": 3,
+		"throttle_bytes_per_sec": throttleRate})
+	r.reassigning(topic, 90*time.Second)
+	a.waitFor("lock acquired", 30*time.Second)
+	r.natsURL = strings.Join(rest, ",")
+	b := r.start("b")
+	defer b.stop()
+
+	env.PauseNATSNode(t, cut.Name)
+	a.waitFor("lock lost: stop before the next write", 2*time.Minute)
+	res := r.result(ch, 4*time.Minute)
+	env.ResumeNATSNode(t, cut.Name)
+	testenv.StreamLeader(t, r.js, events.EventsStream)
+
+	stored := r.oneStored(id)
+	if stored.Status != events.StatusSucceeded || res.Status != stored.Status {
+		t.Fatalf("result %s (heard %s) by %s: %s; want succeeded", stored.Status, res.Status, stored.Worker, stored.Error)
+	}
+	r.outcome(stored, topic, before, grew(before), false)
+	t.Logf("result %s by %s on attempt %d", stored.Status, stored.Worker, stored.Attempt)
+	r.noLeftovers([]string{topic}, nil)
+	checkNoOverlap(t, lockWindows(t, r.alias, a, b))
+}
+
+// publishAcked publishes an event with its id as Nats-Msg-Id until the stream
+// acknowledges it, for up to a minute, and returns its stream sequence: a publish whose
+// acknowledgement was lost while a node restarted is stored once all the same.
+func (r *rig) publishAcked(subject, id string, body []byte) uint64 {
+	var last error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); {
+		ack, err := r.js.Publish(r.t.Context(), subject, body, jetstream.WithMsgID(id))
+		if err == nil {
+			return ack.Sequence
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond) // a retry's pace, not a wait for a condition
+	}
+	r.t.Errorf("publish %s: not acknowledged within a minute: %v", id, last)
+	return 0
+}
+
+// allStoredOnce waits until each event of ids has a result stored, and checks none has
+// two.
+func (r *rig) allStoredOnce(ids []string, timeout time.Duration) {
+	r.t.Helper()
+	testenv.Eventually(r.t, timeout, func() error {
+		s, err := r.js.Stream(r.t.Context(), events.ResultsStream)
+		if err != nil {
+			return err
+		}
+		info, err := s.Info(r.t.Context(), jetstream.WithSubjectFilter(events.ResultsSubjectPrefix+".*"))
+		if err != nil {
+			return err
+		}
+		missing := 0
+		for _, id := range ids {
+			switch n := info.State.Subjects[events.ResultSubject(id)]; {
+			case n > 1:
+				r.t.Fatalf("%d results stored for event %s, want exactly 1", n, id)
+			case n == 0:
+				missing++
+			}
+		}
+		if missing > 0 {
+			return fmt.Errorf("%d of %d events have no result stored yet", missing, len(ids))
+		}
+		return nil
+	})
+}
+
+// storedResults reads the stored result of each event of ids.
+func (r *rig) storedResults(ids []string) map[string]*events.Result {
+	r.t.Helper()
+	s, err := r.js.Stream(r.t.Context(), events.ResultsStream)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	out := make(map[string]*events.Result, len(ids))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	work := make(chan string)
+	for range 8 {
+		wg.Go(func() {
+			for id := range work {
+				res, _, err := pipeline.ReadResult(r.t.Context(), s, id)
+				if err != nil || res == nil {
+					r.t.Errorf("result of %s: %v", id, err)
+					continue
+				}
+				mu.Lock()
+				out[id] = res
+				mu.Unlock()
+			}
+		})
+	}
+	for _, id := range ids {
+		work <- id
+	}
+	close(work)
+	wg.Wait()
+	if len(out) != len(ids) {
+		r.t.FailNow()
+	}
+	return out
 }

@@ -110,6 +110,20 @@ func (e *Env) StartNATSNode(t testing.TB, node string) {
 	}
 }
 
+// RestartNATSNode stops one node of the NATS cluster gracefully, starts it again and waits
+// until it reports healthy: one step of a rolling restart.
+func (e *Env) RestartNATSNode(t testing.TB, node string) {
+	t.Helper()
+	e.mustBeExclusive(t)
+	if _, ok := stack.NATSNodeByName(node); !ok {
+		t.Fatalf("no NATS node %q in the stack", node)
+	}
+	CountFault()
+	if err := e.Stack.Restart(t.Context(), node); err != nil {
+		t.Fatalf("restart %s: %v", node, err)
+	}
+}
+
 // PauseNATSNode freezes one node with SIGSTOP: its sockets stay open but it answers
 // nothing, so the other two elect new leaders without it; ResumeNATSNode thaws it.
 func (e *Env) PauseNATSNode(t testing.TB, node string) {

@@ -47,6 +47,12 @@ func (nc *natsConn) lastRefusal() error {
 	return nc.refusal
 }
 
+// How soon a connection to a server that answers nothing is given up (connectNATS).
+const (
+	natsPingInterval = 5 * time.Second
+	natsMaxPingsOut  = 2
+)
+
 // connectNATS connects to NATS. A server that is down is not an error: the
 // client keeps retrying, for ever, and reports to dep as it goes. Only an
 // unusable URL or option fails.
@@ -62,6 +68,13 @@ func connectNATS(cfg *config.Config, logger *zap.Logger, h *health, dep *depende
 		nats.Name("kafkamender-worker " + cfg.Worker.ID),
 		nats.RetryOnFailedConnect(true),
 		nats.MaxReconnects(-1),
+		// A server that hangs (a frozen process, a node cut off from the network) keeps
+		// the connection open and answers nothing: pings find it within about
+		// natsPingInterval × (natsMaxPingsOut + 1), and the client moves to another node
+		// of the cluster. nats.go's default, 2 minutes × 2, left a worker on a hung node
+		// for minutes.
+		nats.PingInterval(natsPingInterval),
+		nats.MaxPingsOutstanding(natsMaxPingsOut),
 		nats.DrainTimeout(natsDrainTimeout),
 		nats.ConnectHandler(func(c *nats.Conn) {
 			nc.setRefusal(nil)

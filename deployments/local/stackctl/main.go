@@ -1,5 +1,5 @@
 // Command stackctl runs kafkamender's local stack of real servers (ZooKeeper, Kafka 3.9 in
-// ZooKeeper mode, Kafka 4.x in KRaft mode, NATS with JetStream). The Taskfile's stack:*
+// ZooKeeper mode, Kafka 4.x in KRaft mode, a three-node NATS cluster with JetStream). The Taskfile's stack:*
 // tasks call it; see internal/stack for what each command guarantees.
 package main
 
@@ -41,7 +41,8 @@ commands:
   topic C T [P R]  create topic T on cluster C (local or kraft) with P partitions (default 4)
                    of R replicas (default 2), placed by Kafka; harmless when it exists
 
-servers: ` + "%s\n"
+servers: ` + "%s\n" + `(stop, kill, start and restart also take "nats": every node of the NATS cluster)
+`
 
 func main() {
 	flag.Usage = func() { fmt.Fprintf(os.Stderr, usage, strings.Join(stack.ServerNames(), ", ")) }
