@@ -106,11 +106,10 @@ func connectJS(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return nc, js
+	// As the workers bind it (natsjs): the streams ensureStreams creates get the workers'
+	// replicas (three on the stack's NATS cluster, one on a single server), so a worker
+	// that comes after finds them as it would have made them.
+	return nc, testenv.JetStream(t, nc)
 }
 
 // fakeWorker answers the events published on one subject the way a worker
