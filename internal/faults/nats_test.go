@@ -448,8 +448,16 @@ func (r *rig) storedResults(ids []string) map[string]*events.Result {
 	for range 8 {
 		wg.Go(func() {
 			for id := range work {
-				res, _, err := pipeline.ReadResult(r.t.Context(), s, id)
-				if err != nil || res == nil {
+				// Direct gets: the replica that answers may lag the leader a moment.
+				var res *events.Result
+				err := testenv.Poll(r.t, 10*time.Second, func() error {
+					var err error
+					if res, _, err = pipeline.ReadResult(r.t.Context(), s, id); err == nil && res == nil {
+						err = fmt.Errorf("no result of %s read", id)
+					}
+					return err
+				})
+				if err != nil {
 					r.t.Errorf("result of %s: %v", id, err)
 					continue
 				}

@@ -112,13 +112,19 @@ func StoredResult(t testing.TB, js jetstream.JetStream, id string) *events.Resul
 		}
 		return nil
 	})
-	res, _, err := pipeline.ReadResult(t.Context(), s, id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res == nil {
-		t.Fatalf("no result of %s stored", id)
-	}
+	// Read with the stream's direct gets, which any replica answers: on the NATS cluster the
+	// replica that answers may not have the result yet that the leader counted above.
+	var res *events.Result
+	Eventually(t, 10*time.Second, func() error {
+		var err error
+		if res, _, err = pipeline.ReadResult(t.Context(), s, id); err != nil {
+			return err
+		}
+		if res == nil {
+			return fmt.Errorf("no result of %s stored (read from a replica of the results stream)", id)
+		}
+		return nil
+	})
 	return res
 }
 

@@ -434,6 +434,12 @@ func Eventually(t testing.TB, timeout time.Duration, check func() error) {
 	}
 }
 
+// Poll is Eventually that returns the last error instead of failing the test: for
+// goroutines other than the test's, which must not call t.Fatal.
+func Poll(t testing.TB, timeout time.Duration, check func() error) error {
+	return poll(t, timeout, check)
+}
+
 // poll calls check every 200ms until it returns nil, and returns nil; or, once timeout
 // passed or the test ended, the last error.
 func poll(t testing.TB, timeout time.Duration, check func() error) error {
