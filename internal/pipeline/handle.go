@@ -136,7 +136,7 @@ func (p *Pipeline) decode(ctx context.Context, d *delivery) bool {
 // (or left for redelivery because the lookup, or the handler's finishing, could not be
 // done now).
 func (p *Pipeline) replayed(ctx context.Context, d *delivery) bool {
-	earlier, ok, err := p.store().Earlier(ctx, d.ev.ID)
+	earlier, ok, err := p.lookUpEarlier(ctx, d)
 	if err != nil {
 		if ctx.Err() != nil {
 			p.notAnAttempt(ctx, d) // the worker stops before it looked at the event
@@ -167,6 +167,32 @@ func (p *Pipeline) replayed(ctx context.Context, d *delivery) bool {
 	}
 	p.ackReplayed(ctx, d)
 	return true
+}
+
+// earlierPatience bounds how long a delivery keeps looking up the event's earlier result
+// before it is given back (which uses up a delivery).
+const earlierPatience = 30 * time.Second
+
+// lookUpEarlier looks up the event's stored result. A lookup that fails is tried again for
+// up to earlierPatience, the message kept in progress meanwhile: on a NATS cluster the
+// consumer can deliver while the results stream has no leader yet (the nodes starting
+// again), or while one of its replicas hangs and leaves the reads it is given unanswered;
+// each lookup is bounded (natsjs), and the next goes to the replicas afresh. Giving the
+// delivery back at once would use up an attempt for a NATS hiccup.
+func (p *Pipeline) lookUpEarlier(ctx context.Context, d *delivery) (*events.Result, bool, error) {
+	deadline := time.Now().Add(earlierPatience)
+	for pace := 250 * time.Millisecond; ; pace = min(2*pace, 2*time.Second) {
+		earlier, ok, err := p.store().Earlier(ctx, d.ev.ID)
+		if err == nil || ctx.Err() != nil || time.Now().Add(pace).After(deadline) {
+			return earlier, ok, err
+		}
+		d.log.Debug("look up an earlier result failed; trying again", zap.Error(err))
+		_ = d.msg.InProgress()
+		select {
+		case <-ctx.Done():
+		case <-time.After(pace):
+		}
+	}
 }
 
 // expired drops an event whose expiresat has passed, with result expired.

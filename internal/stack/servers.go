@@ -381,6 +381,12 @@ func natsNodeConf(n NATSNode, storeDir string) string {
 server_name: %s
 listen: %s
 http: %s
+# A node that hangs (frozen, cut off) keeps its connections open: pings every 5 s, two
+# unanswered, drop its routes and clients within about 15 s instead of nats-server's
+# 2 minutes × 2. Until then it stays in the queue groups that answer direct gets, and the
+# reads it is given go unanswered.
+ping_interval: "5s"
+ping_max: 2
 cluster {
   name: %s
   listen: %s
