@@ -181,13 +181,18 @@ const earlierPatience = 30 * time.Second
 // delivery back at once would use up an attempt for a NATS hiccup.
 func (p *Pipeline) lookUpEarlier(ctx context.Context, d *delivery) (*events.Result, bool, error) {
 	deadline := time.Now().Add(earlierPatience)
+	stopAlive := func() {}
+	defer func() { stopAlive() }()
 	for pace := 250 * time.Millisecond; ; pace = min(2*pace, 2*time.Second) {
 		earlier, ok, err := p.store().Earlier(ctx, d.ev.ID)
 		if err == nil || ctx.Err() != nil || time.Now().Add(pace).After(deadline) {
 			return earlier, ok, err
 		}
 		d.log.Debug("look up an earlier result failed; trying again", zap.Error(err))
-		_ = d.msg.InProgress()
+		if pace == 250*time.Millisecond { // the first failure: keep the message ours meanwhile
+			_ = d.msg.InProgress()
+			stopAlive = p.keepAlive(ctx, d.msg)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(pace):
