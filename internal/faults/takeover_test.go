@@ -2,6 +2,7 @@ package faults_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -98,9 +99,13 @@ func (r *rig) deleteEvent(seq uint64) {
 	if err := s.DeleteMsg(r.t.Context(), seq); err != nil {
 		r.t.Fatalf("delete event at sequence %d: %v", seq, err)
 	}
-	if _, err := s.GetMsg(r.t.Context(), seq); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		r.t.Fatalf("event at sequence %d after its deletion: %v; want not found", seq, err)
-	}
+	// Direct gets: a replica that has not applied the deletion yet still has the message.
+	testenv.Eventually(r.t, 10*time.Second, func() error {
+		if _, err := s.GetMsg(r.t.Context(), seq); !errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("event at sequence %d after its deletion: %v; want not found", seq, err)
+		}
+		return nil
+	})
 }
 
 // storedSeq is oneStored, with the result's sequence in the results stream.
