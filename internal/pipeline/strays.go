@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,6 +85,11 @@ func (p *Pipeline) sweep(ctx context.Context, firstSeen map[uint64]time.Time) er
 		if slices.ContainsFunc(filters, func(f string) bool { return events.SubjectMatches(f, subject) }) {
 			continue
 		}
+		if p.ownSubject(subject) {
+			// This worker's own consumer takes it, whatever the list said: during a NATS
+			// leader election the list can leave that consumer out.
+			continue
+		}
 		next := info.State.FirstSeq
 		for range strayBatch {
 			sm, err := evs.GetMsg(sctx, next, jetstream.WithGetMsgSubject(subject))
@@ -134,4 +140,14 @@ func (p *Pipeline) rejectStray(ctx context.Context, evs jetstream.Stream, sm *je
 			zap.String("id", stored.ID), zap.String("error", stored.Error))
 	}
 	return deleteEvent(ctx, evs, raw.Seq)
+}
+
+// ownSubject reports whether subject is an event subject this worker's own consumers take:
+// a cluster it serves and a type it has a handler for. Such an event is never a stray.
+func (p *Pipeline) ownSubject(subject string) bool {
+	parts := strings.Split(subject, ".")
+	if len(parts) != 4 || parts[0]+"."+parts[1] != events.EventsSubjectPrefix {
+		return false
+	}
+	return slices.Contains(p.cfg.Clusters, parts[2]) && p.handlers[parts[3]] != nil
 }
