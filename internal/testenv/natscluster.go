@@ -91,16 +91,6 @@ func (e *Env) KillNATSNode(t testing.TB, node string) {
 	}
 }
 
-// StopNATSNode stops one node of the NATS cluster gracefully.
-func (e *Env) StopNATSNode(t testing.TB, node string) {
-	t.Helper()
-	e.mustBeExclusive(t)
-	CountFault()
-	if err := e.Stack.Stop(t.Context(), node); err != nil {
-		t.Fatalf("stop %s: %v", node, err)
-	}
-}
-
 // StartNATSNode starts a node of the NATS cluster and waits until it reports healthy
 // (JetStream current with the cluster).
 func (e *Env) StartNATSNode(t testing.TB, node string) {
