@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/locks"
 	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/testenv"
@@ -107,11 +108,23 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = plain.DeleteKeyValue(context.Background(), bucket) })
+	// The KRaft cluster under a name of its own: the fleet records where each cluster's
+	// lock lives (events.LockBackendsBucket), and this worker's lock bucket is not the
+	// fleet's. Under the name kraft its record would make every later worker of the stack
+	// refuse the cluster. The record goes with the test.
+	kraft := "kraft-" + consumer[len(consumer)-8:]
+	t.Cleanup(func() {
+		js := testenv.JetStream(t, env.NATS(t))
+		if kv, err := js.KeyValue(context.Background(), events.LockBackendsBucket); err == nil {
+			_ = kv.Purge(context.Background(), kraft)
+		}
+	})
 	yaml := bytes.Replace(valid, []byte("listen: 127.0.0.1:8080"), []byte("listen: "+addr), 1)
 	for from, to := range map[string]string{
 		"consumer: kafkamender-workers":    "consumer: " + consumer,
 		"subjects: [kafkamender.events.>]": "subjects: [kafkamender.events." + consumer + ".>]",
 		"bucket: KAFKAMENDER_LOCKS":        "bucket: " + bucket,
+		"\n  kraft: ":                      "\n  " + kraft + ": ",
 	} {
 		if !bytes.Contains(yaml, []byte(from)) {
 			t.Fatalf("worker.yaml no longer contains %q", from)
@@ -176,7 +189,7 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 	}
 	for _, want := range []string{
 		`kafkamender_dependency_up{kind="kafka",name="local"} 1`,
-		`kafkamender_dependency_up{kind="kafka",name="kraft"} 1`,
+		`kafkamender_dependency_up{kind="kafka",name="` + kraft + `"} 1`,
 		`kafkamender_dependency_up{kind="nats",name="nats"} 1`,
 		`kafkamender_dependency_up{kind="zookeeper",name="local"} 1`,
 		`kafkamender_dependency_up{kind="nats",name="jetstream"} 1`,
