@@ -438,8 +438,11 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 	if len(planned) == 0 {
 		return 0, nil
 	}
-	// A cancelled copy may still show as reassigning for a moment after the cancel: wait
-	// (up to the verify timeout) until none of them does, so that its order is put back.
+	// A cancelled copy may still show as reassigning for a moment after the cancel, or, read
+	// from a broker whose metadata lags the controller's, with the replica set of the copy
+	// although the controller lists it no more: wait (up to the verify timeout) until each
+	// shows where it settled, its step's order (cancelled) or its target (finished), so
+	// that its order is put back.
 	var snap *model.Snapshot
 	deadline := time.Now().Add(t.h.cfg.VerifyTimeout)
 	for i := 0; ; i++ {
@@ -447,13 +450,14 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 		if snap, err = t.rd(r).Snapshot(ctx, topicsOf(planned)...); err != nil {
 			return 0, transient(err)
 		}
-		reassigning := false
+		settled := true
 		for _, ch := range planned {
-			if p, ok := snap.Partition(ch.TopicPartition); ok && p.Reassigning() {
-				reassigning = true
+			p, ok := snap.Partition(ch.TopicPartition)
+			if ok && (p.Reassigning() || !slices.Equal(p.Replicas, step(ch)) && !slices.Equal(p.Replicas, ch.ReplicasAfter)) {
+				settled = false
 			}
 		}
-		if !reassigning || time.Now().After(deadline) {
+		if settled || time.Now().After(deadline) {
 			break
 		}
 		select {
