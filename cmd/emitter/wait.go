@@ -191,6 +191,9 @@ func publishAndWait(ctx context.Context, e env, name string, req waitRequest) in
 // not the result: it is shown in a line on pp, and waitResult waits on. It
 // returns ctx's error when ctx ends first, with the last interim result received
 // (nil: none).
+// resultLookupEvery is how often a wait looks the stored result up, besides listening.
+const resultLookupEvery = 5 * time.Second
+
 func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream, id string,
 	results, progress <-chan *nats.Msg, reconnected <-chan struct{}) (*received, *events.Result, error) {
 	var interim *events.Result
@@ -205,10 +208,23 @@ func waitResult(ctx context.Context, pp *progressPrinter, js jetstream.JetStream
 			}
 		}
 	}
+	// On a NATS cluster a result can be stored before the subscription's interest has
+	// reached the node the worker publishes on: the message is not heard. The stored
+	// result is looked up now and then, so that the wait does not last to its timeout.
+	lookup := time.NewTicker(resultLookupEvery)
+	defer lookup.Stop()
 	for {
 		select {
 		case m := <-progress:
 			printProgress(m)
+		case <-lookup.C:
+			if js == nil {
+				continue
+			}
+			if got, err := lookupResult(ctx, js, id); err == nil && got != nil {
+				drainProgress()
+				return got, interim, nil
+			}
 		case m := <-results:
 			drainProgress() // reports that came before the result
 			if r, ok := interimResult(m.Data); ok {

@@ -85,6 +85,7 @@ func (f *fleet) storm(broker int32, topic string, n int) *stormOutcome {
 	if err := f.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	testenv.AwaitRouted(t, f.nc) // the results are published on any node
 	subject := events.Subject(f.alias, events.TypeBrokerOverloaded)
 	o.published = time.Now()
 	for _, b := range bodies {

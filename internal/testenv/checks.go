@@ -69,6 +69,7 @@ func WatchResults(t testing.TB, nc *nats.Conn, id string) <-chan *events.Result 
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	AwaitRouted(t, nc) // the worker may publish the result on another node
 	return ch
 }
 
