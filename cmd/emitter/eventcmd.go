@@ -187,23 +187,7 @@ func (f *int32Flag) Set(s string) error {
 // say, and checks it with the decoder the workers use, so that what is
 // published is what a worker accepts.
 func encodeEvent(f eventFlags, typ string, data any, now time.Time) (ev events.Envelope, subject string, body []byte, err error) {
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return ev, "", nil, fmt.Errorf("encode data: %w", err)
-	}
-	ev = buildEnvelope(publishOptions{
-		cluster: *f.cluster, typ: typ, data: string(raw),
-		id: *f.id, source: *f.source, expiresIn: *f.expiresIn,
-	}, now)
-	subject = events.Subject(*f.cluster, typ)
-	body, err = json.Marshal(ev)
-	if err != nil {
-		return ev, "", nil, fmt.Errorf("encode event: %w", err)
-	}
-	if _, err := events.Decode(subject, nil, body, events.DecodeOptions{}); err != nil {
-		return ev, "", nil, fmt.Errorf("the event would be rejected: %w", err)
-	}
-	return ev, subject, body, nil
+	return events.New(*f.cluster, typ, *f.id, *f.source, data, now, *f.expiresIn)
 }
 
 // eventCommand is the parsed command line of an event command.

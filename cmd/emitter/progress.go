@@ -110,18 +110,7 @@ func progressBar(f float64, width int) string {
 }
 
 // formatBytes writes a size in bytes with a binary unit: "512 B", "120.0 MiB".
-func formatBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n)/unit, 0
-	for v >= unit && i < 5 {
-		v /= unit
-		i++
-	}
-	return fmt.Sprintf("%.1f %s", v, []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}[i])
-}
+func formatBytes(n int64) string { return events.BytesText(n) }
 
 // progressPrinter prints the progress reports of one event on w. Live, it
 // redraws one line with carriage returns (for a terminal); otherwise it

@@ -193,20 +193,7 @@ func publishedLine(id string, ack *jetstream.PubAck) string {
 
 // buildEnvelope turns validated options into the event.
 func buildEnvelope(o publishOptions, now time.Time) events.Envelope {
-	now = now.UTC().Truncate(time.Millisecond)
-	ev := events.Envelope{
-		SpecVersion:     events.SpecVersion,
-		ID:              o.id,
-		Source:          o.source,
-		Type:            o.typ,
-		Time:            now,
-		DataContentType: events.ContentTypeJSON,
-		Data:            json.RawMessage(o.data),
-	}
-	if o.expiresIn > 0 {
-		ev.ExpiresAt = now.Add(o.expiresIn)
-	}
-	return ev
+	return events.NewEnvelope(o.typ, o.id, o.source, json.RawMessage(o.data), now, o.expiresIn)
 }
 
 // publish sends one event to JetStream and waits for the stream's ack.

@@ -34,10 +34,7 @@ func buildWorker(t *testing.T) string {
 // connects to anything, with a non-zero exit and a message that names the field.
 func TestBadConfigExitsNonZero(t *testing.T) {
 	bin := buildWorker(t)
-	valid, err := os.ReadFile(filepath.Join("..", "..", "deployments", "local", "worker.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	valid := testenv.LocalWorkerYAML(t)
 	for _, tc := range []struct {
 		name, from, to, want string
 	}{
@@ -79,10 +76,7 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 	env := testenv.Get(t)
 	env.FreeEventsStream(t)
 	bin := buildWorker(t)
-	valid, err := os.ReadFile(filepath.Join("..", "..", "deployments", "local", "worker.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	valid := testenv.LocalWorkerYAML(t)
 	const addr = "127.0.0.1:18080"
 	cfg := filepath.Join(t.TempDir(), "worker.yaml")
 	// Its own consumer and subjects, so it takes no event of other tests (or of a real
@@ -155,6 +149,11 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 		return resp.StatusCode, string(body), err
 	}
 	testenv.Eventually(t, 60*time.Second, func() error {
+		select {
+		case err := <-exited:
+			t.Fatalf("the worker exited before it was ready: %v\n%s", err, logs.String())
+		default:
+		}
 		code, body, err := get("/readyz")
 		if err != nil {
 			return err
@@ -182,6 +181,21 @@ func TestWorkerAgainstLocalStack(t *testing.T) {
 	}
 	if s, err := plain.Stream(t.Context(), "KV_"+bucket); err != nil || s.CachedInfo().Config.Replicas != 1 {
 		t.Errorf("the bucket made with one replica: %v; the worker must keep it as it is", err)
+	}
+	// The console worker.yaml turns on: a credential or 401; the stack's operator token.
+	if code, _, err := get("/ui/"); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("GET /ui/ without a credential: %d %v, want 401", code, err)
+	}
+	sec, err := env.Stack.Secrets()
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", "http://"+addr+"/ui/", nil)
+	req.Header.Set("Authorization", "Bearer "+sec.ConsoleOperatorToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /ui/ with the stack's operator token: %v %v, want 200", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	_, metrics, err := get("/metrics")
 	if err != nil {

@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 // TestDerivedConfig: the configuration the integration test gives its worker is
 // deployments/local/worker.yaml with the listener, the consumer and the subjects changed,
 // and still valid.
 func TestDerivedConfig(t *testing.T) {
-	local := readRepoFile(t, "deployments/local/worker.yaml")
+	local := testenv.LocalWorkerYAML(t)
 	data := derivedConfig(t, local, map[string]any{
 		"http.listen":   "127.0.0.1:40123",
 		"nats.consumer": "deploy-x",

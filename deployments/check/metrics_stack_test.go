@@ -68,7 +68,7 @@ func TestMonitoredMetricsExistInARunningWorker(t *testing.T) {
 		js := testenv.JetStream(t, env.NATS(t))
 		testenv.DeleteConsumers(context.Background(), js, consumer)
 	})
-	cfg := derivedConfig(t, readRepoFile(t, "deployments/local/worker.yaml"), map[string]any{
+	cfg := derivedConfig(t, testenv.LocalWorkerYAML(t), map[string]any{
 		"http.listen":   addr,
 		"nats.consumer": consumer,
 		"nats.subjects": []string{"kafkamender.events." + consumer + ".>"},

@@ -3,23 +3,19 @@ package alertmanager_test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
 	"testing"
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 // The shipped rule for offline partitions (deployments/local/worker.yaml; Compose and
 // Kubernetes have the same) maps no field: the controller's alert names only the cluster,
 // and its event covers every partition without a leader, with no unclean election.
 func TestShippedOfflinePartitionsRule(t *testing.T) {
-	data, err := os.ReadFile("../../deployments/local/worker.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	shipped, err := config.Parse(data)
+	shipped, err := config.Parse(testenv.LocalWorkerYAML(t))
 	if err != nil {
 		t.Fatal(err)
 	}

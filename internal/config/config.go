@@ -40,6 +40,8 @@ type Config struct {
 	Guardrails guardrails.Limits `yaml:"guardrails"`
 	// Approval says which plans wait for a person's approval, and who may give it.
 	Approval approval.Policy `yaml:"approval"`
+	// Console is the web console under /ui/ (console.go).
+	Console Console `yaml:"console"`
 
 	// EnvOverrides names the environment variables that set fields of this configuration
 	// (see [ParseEnv]), sorted; nil when none did, and always from [Parse]. Names only:
@@ -401,6 +403,7 @@ func (c *Config) setDefaults() {
 		c.Alertmanager.Source = "alertmanager"
 	}
 	c.Alertmanager.Webhook.setDefaults()
+	c.Console.setDefaults()
 	for i := range c.Alertmanager.Rules {
 		if c.Alertmanager.Rules[i].ClusterLabel == "" {
 			c.Alertmanager.Rules[i].ClusterLabel = "cluster"
@@ -520,6 +523,7 @@ func (c *Config) problems() problems {
 	c.LogDir.validate(&p)
 	c.Alertmanager.validate(&p)
 	c.Alertmanager.Webhook.validate(c.HTTP.Listen, len(c.Alertmanager.Rules) > 0, &p)
+	c.Console.validate(c.Alertmanager.Listen, &p)
 	for _, g := range c.Guardrails.Problems() {
 		p.add(g.Field, g.Err)
 	}

@@ -31,6 +31,7 @@ func TestLoadValidExample(t *testing.T) {
 		Guardrails: guardrails.Limits{MaxTimeout: guardrails.DefaultMaxTimeout},
 		Alertmanager: Alertmanager{MaxBytes: 1 << 20, Source: "alertmanager", Webhook: Webhook{MaxAlerts: 1000,
 			EventsPerSecond: 100, MaxConcurrentRequests: 4, ReadTimeout: 10 * time.Second}},
+		Console: Console{SessionTTL: DefaultConsoleSessionTTL},
 		Lock: Lock{
 			Backend:        LockZooKeeper,
 			ZooKeeper:      "127.0.0.1:2181",

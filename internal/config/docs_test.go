@@ -263,8 +263,22 @@ func TestLocalWorkerConfigParses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Parse(data); err != nil {
-		t.Errorf("deployments/local/worker.yaml: %v", err)
+	// The console's tokens, which the stack writes under .state/stack/secure/ (made here
+	// in a directory of the test's, the working directory the relative paths resolve
+	// against).
+	dir := t.TempDir()
+	for name, value := range map[string]string{"console-operator-token": "operator-token-0123456789", "console-viewer-token": "viewer-token-0123456789"} {
+		if err := certs.WriteFile(filepath.Join(dir, ".state", "stack", "secure", name), []byte(value), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Chdir(dir)
+	cfg, err := Parse(data)
+	if err != nil {
+		t.Fatalf("deployments/local/worker.yaml: %v", err)
+	}
+	if !cfg.Console.Enabled || cfg.Console.OperatorToken.Reveal() != "operator-token-0123456789" || cfg.Console.ViewerToken.Reveal() != "viewer-token-0123456789" {
+		t.Errorf("deployments/local/worker.yaml: the console is not on with the stack's tokens")
 	}
 }
 

@@ -67,6 +67,21 @@ type WebhookTLS struct {
 	ClientNames []string `yaml:"client_names"`
 }
 
+// validate checks the TLS of a listener of its own, <section>.tls: it needs
+// <section>.listen.
+func (t WebhookTLS) validate(section, listen string, p *problems) {
+	validateCertKey(section+".tls", t.CertFile, t.KeyFile, p)
+	if t.ClientCAFile != "" && t.CertFile == "" {
+		p.add(section+".tls.client_ca_file", errors.New("needs cert_file and key_file: mutual TLS is TLS first"))
+	}
+	if len(t.ClientNames) > 0 && t.ClientCAFile == "" {
+		p.add(section+".tls.client_names", errors.New("needs client_ca_file"))
+	}
+	if t.CertFile != "" && listen == "" {
+		p.add(section+".tls", fmt.Errorf("needs %s.listen: TLS is served on a listener of its own, so that probes and scrapes of http.listen stay as they are", section))
+	}
+}
+
 // Default limits of the webhook.
 const (
 	DefaultWebhookMaxAlerts       = 1000
@@ -112,17 +127,7 @@ func (w *Webhook) validate(httpListen string, rules bool, p *problems) {
 			p.add("alertmanager.listen", fmt.Errorf("%q: %w", w.Listen, err))
 		}
 	}
-	t := w.TLS
-	validateCertKey("alertmanager.tls", t.CertFile, t.KeyFile, p)
-	if t.ClientCAFile != "" && t.CertFile == "" {
-		p.add("alertmanager.tls.client_ca_file", errors.New("needs cert_file and key_file: mutual TLS is TLS first"))
-	}
-	if len(t.ClientNames) > 0 && t.ClientCAFile == "" {
-		p.add("alertmanager.tls.client_names", errors.New("needs client_ca_file"))
-	}
-	if t.CertFile != "" && w.Listen == "" {
-		p.add("alertmanager.tls", errors.New("needs alertmanager.listen: TLS is served on the webhook's own listener, so that probes and scrapes of http.listen stay as they are"))
-	}
+	w.TLS.validate("alertmanager", w.Listen, p)
 	if (w.Password.IsSet() || w.PasswordFile != "") && w.Username == "" {
 		p.add("alertmanager.username", errors.New("required with a password"))
 	}

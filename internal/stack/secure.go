@@ -68,6 +68,10 @@ const (
 	fileKafkaPassword   = "kafka-password"
 	fileZKUser          = "zookeeper-user"
 	fileZKPassword      = "zookeeper-password"
+	// The web console's tokens (deployments/local/worker.yaml reads them): the operator
+	// role may act, the viewer role only see.
+	FileConsoleOperatorToken = "console-operator-token"
+	FileConsoleViewerToken   = "console-viewer-token"
 )
 
 // SecureWorkerACLs are the permissions docs/security.md ("ACLs") gives the worker's
@@ -93,11 +97,12 @@ type Secrets struct {
 	// CA is CAFile's certificate.
 	CA *x509.CertPool
 
-	NATSUser, NATSPassword                 string // the worker's NATS user
-	NATSEmitterUser, NATSEmitterPassword   string // the emitter's NATS user
-	NATSAlertingUser, NATSAlertingPassword string // a source allowed broker-overloaded events only
-	KafkaUser, KafkaPassword               string // SCRAM-SHA-512, cluster local
-	ZooKeeperUser, ZooKeeperPassword       string // digest
+	NATSUser, NATSPassword                   string // the worker's NATS user
+	NATSEmitterUser, NATSEmitterPassword     string // the emitter's NATS user
+	NATSAlertingUser, NATSAlertingPassword   string // a source allowed broker-overloaded events only
+	KafkaUser, KafkaPassword                 string // SCRAM-SHA-512, cluster local
+	ZooKeeperUser, ZooKeeperPassword         string // digest
+	ConsoleOperatorToken, ConsoleViewerToken string // the web console's
 }
 
 // File returns the path of one of the secure folder's files ("kafka-password", …).
@@ -127,6 +132,7 @@ func (s *Stack) Secrets() (Secrets, error) {
 		{fileNATSAlertUser, &sec.NATSAlertingUser}, {fileNATSAlertPW, &sec.NATSAlertingPassword},
 		{fileKafkaUser, &sec.KafkaUser}, {fileKafkaPassword, &sec.KafkaPassword},
 		{fileZKUser, &sec.ZooKeeperUser}, {fileZKPassword, &sec.ZooKeeperPassword},
+		{FileConsoleOperatorToken, &sec.ConsoleOperatorToken}, {FileConsoleViewerToken, &sec.ConsoleViewerToken},
 	} {
 		raw, err := os.ReadFile(filepath.Join(dir, f.name))
 		if err != nil {
@@ -145,7 +151,8 @@ func (s *Stack) ensureSecrets() error {
 		fileNATSUser: SecureNATSWorkerUser, fileNATSEmitterUser: SecureNATSEmitterUser, fileNATSAlertUser: SecureNATSAlertingUser,
 		fileKafkaUser: SecureKafkaUser, fileZKUser: SecureZooKeeperUser,
 	}
-	for _, name := range []string{fileNATSPassword, fileNATSEmitterPW, fileNATSAlertPW, fileKafkaPassword, fileZKPassword} {
+	for _, name := range []string{fileNATSPassword, fileNATSEmitterPW, fileNATSAlertPW, fileKafkaPassword, fileZKPassword,
+		FileConsoleOperatorToken, FileConsoleViewerToken} {
 		values[name] = randomSecret()
 	}
 	if _, err := os.Stat(filepath.Join(dir, secureCAFile)); err == nil {

@@ -104,6 +104,7 @@ func (w *Worker) newPipeline(ctx context.Context, c *clients) (*pipeline.Pipelin
 	if err != nil {
 		return nil, err
 	}
+	w.survey = h
 	cancels := cancel.New(js)
 	eng, err := h.Engine(operation.Config{
 		Cancels:  cancels,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/alertmanager"
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/console"
 	"github.com/kafkamender/kafkamender/internal/handlers"
 	"github.com/kafkamender/kafkamender/internal/metrics"
 	"github.com/kafkamender/kafkamender/internal/operation"
@@ -43,6 +44,7 @@ type Worker struct {
 	health   *health
 	metrics  *metrics.Metrics
 	engine   *operation.Engine // set by newPipeline, before Run starts the sweep of plans
+	survey   console.Surveyor  // set by newPipeline: the console checks plans with it
 
 	probeInterval   time.Duration
 	probeTimeout    time.Duration
@@ -51,6 +53,7 @@ type Worker struct {
 	started     atomic.Bool
 	addr        atomic.Pointer[string]
 	webhookAddr atomic.Pointer[string] // the webhook's own listener, when it has one
+	consoleAddr atomic.Pointer[string] // the console's own listener, when it has one
 }
 
 // New builds a worker. It validates cfg, which must come from config.Load or
@@ -112,10 +115,19 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		_ = ln.Close()
 		return err
 	}
-	closeListeners := func() {
+	cln, err := w.listenConsole()
+	if err != nil {
 		_ = ln.Close()
 		if wln != nil {
 			_ = wln.Close()
+		}
+		return err
+	}
+	closeListeners := func() {
+		for _, l := range []net.Listener{ln, wln, cln} {
+			if l != nil {
+				_ = l.Close()
+			}
 		}
 	}
 
@@ -201,6 +213,24 @@ func (w *Worker) Run(ctx context.Context) (err error) {
 		wmux.Handle("POST "+alertmanager.Path, bridge)
 		servers, listeners = append(servers, w.httpServer(wmux, "webhook")), append(listeners, wln)
 	}
+	if cfg.Console.Enabled {
+		ui, err := w.newConsole(deps, cln != nil && cfg.Console.TLS.CertFile != "")
+		if err != nil {
+			stopConsuming()
+			<-consumeDone
+			closeListeners()
+			return err
+		}
+		cmux, csrv := mux, servers[0]
+		if cln != nil {
+			cmux = http.NewServeMux()
+			csrv = w.httpServer(cmux, "console")
+			servers, listeners = append(servers, csrv), append(listeners, cln)
+		}
+		csrv.RegisterOnShutdown(ui.Close) // its live streams would hold the shutdown
+		cmux.Handle(console.Prefix, ui.Handler())
+		cmux.Handle("GET /ui", http.RedirectHandler(console.Prefix, http.StatusMovedPermanently))
+	}
 	serveErr := make(chan error, len(servers))
 	for i, srv := range servers {
 		go func() {
@@ -266,19 +296,25 @@ func (w *Worker) listenWebhook() (net.Listener, error) {
 	if am.Listen == "" {
 		return nil, nil
 	}
-	tc, err := am.TLS.ServerTLS()
+	return listenTLS(am.Listen, am.TLS, "alertmanager", &w.webhookAddr)
+}
+
+// listenTLS binds a listener of its own at addr (<section>.listen), with its TLS, and
+// stores the address bound.
+func listenTLS(addr string, t config.WebhookTLS, section string, bound *atomic.Pointer[string]) (net.Listener, error) {
+	tc, err := t.ServerTLS()
 	if err != nil {
-		return nil, fmt.Errorf("alertmanager.tls: %w", err)
+		return nil, fmt.Errorf("%s.tls: %w", section, err)
 	}
-	ln, err := net.Listen("tcp", am.Listen)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s (alertmanager.listen): %w", am.Listen, err)
+		return nil, fmt.Errorf("listen on %s (%s.listen): %w", addr, section, err)
 	}
 	if tc != nil {
 		ln = tls.NewListener(ln, tc)
 	}
 	a := ln.Addr().String()
-	w.webhookAddr.Store(&a)
+	bound.Store(&a)
 	return ln, nil
 }
 
@@ -408,5 +444,57 @@ func (w *Worker) logStartup(addr string) {
 		zap.String("lock_root", cfg.Lock.Root),
 		zap.Any("clusters", clusters),
 		zap.Strings("config_from_env", cfg.EnvOverrides), // names only: values may be secrets
+		zap.String("console", w.consoleURL(addr)),
 	)
+}
+
+// consoleURL is where the console is served ("" when it is off).
+func (w *Worker) consoleURL(httpAddr string) string {
+	c := w.cfg.Console
+	if !c.Enabled {
+		return ""
+	}
+	scheme, addr := "http", httpAddr
+	if c.Listen != "" {
+		addr = w.ConsoleAddr()
+		if c.TLS.CertFile != "" {
+			scheme = "https"
+		}
+	}
+	return scheme + "://" + addr + console.Prefix
+}
+
+// listenConsole binds the console's own listener (console.listen), with its TLS; nil
+// when the console is off or served on http.listen.
+func (w *Worker) listenConsole() (net.Listener, error) {
+	c := w.cfg.Console
+	if !c.Enabled || c.Listen == "" {
+		return nil, nil
+	}
+	return listenTLS(c.Listen, c.TLS, "console", &w.consoleAddr)
+}
+
+// ConsoleAddr is the address of the console's own listener (console.listen), or "" when
+// it has none or Run has not bound it.
+func (w *Worker) ConsoleAddr() string {
+	if a := w.consoleAddr.Load(); a != nil {
+		return *a
+	}
+	return ""
+}
+
+// newConsole builds the web console (console.enabled) on the worker's NATS connection.
+func (w *Worker) newConsole(c *clients, secure bool) (*console.Server, error) {
+	js, err := jetstream.New(c.nats.conn)
+	if err != nil {
+		return nil, err
+	}
+	return console.New(console.Config{
+		Console:   w.cfg.Console,
+		Consumer:  w.cfg.NATS.Consumer,
+		Approvers: w.cfg.Approval.Approvers,
+		Survey:    w.survey,
+		Secure:    secure,
+		Logger:    w.logger.Named("console"),
+	}, c.nats.conn, js)
 }

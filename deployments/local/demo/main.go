@@ -21,6 +21,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/console"
 	"github.com/kafkamender/kafkamender/internal/events"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
@@ -63,8 +65,6 @@ var topics = []string{leadersTopic, rfTopic, nudgeTopic, approveTopic}
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
 	if err := run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
@@ -105,15 +105,46 @@ func run(ctx context.Context) error {
 		d.nudgeController,
 		d.approveLargeChange,
 		d.auditTrail,
-		d.cleanUp,
 	}
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
 	for _, step := range steps {
-		if err := step(ctx); err != nil {
+		if err := step(sctx); err != nil {
 			d.abort()
 			return err
 		}
 	}
+	d.holdForConsole(ctx)
+	cctx, cancelClean := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancelClean()
+	if err := d.cleanUp(cctx); err != nil {
+		d.abort()
+		return err
+	}
 	return nil
+}
+
+// consoleURL is the web console of the first worker (worker.yaml's console.enabled, on
+// its http.listen: http://127.0.0.1:8080/ui/).
+func (d *demo) consoleURL() string { return "http://" + d.cfg.HTTP.Listen + console.Prefix }
+
+// holdForConsole keeps the workers running, when the demo runs in a terminal, until Enter
+// (or Ctrl-C): the story of the demo stays on the console meanwhile.
+func (d *demo) holdForConsole(ctx context.Context) {
+	if fi, err := os.Stdin.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 || !d.cfg.Console.Enabled {
+		return
+	}
+	fmt.Printf("\nThe workers keep running: the demo's story is on the console, %s\n", d.consoleURL())
+	fmt.Println("(sign in with the token in .state/stack/secure/console-operator-token). Press Enter to stop them.")
+	enter := make(chan struct{})
+	go func() {
+		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+		close(enter)
+	}()
+	select {
+	case <-enter:
+	case <-ctx.Done():
+	}
 }
 
 // connect reads the worker configuration and connects to the cluster, NATS and ZooKeeper.
@@ -200,6 +231,9 @@ func (d *demo) startWorkers(ctx context.Context) error {
 	}
 	fmt.Printf("  (%s: %s with another http.listen; both take events from stream %s)\n",
 		second, workerConfig, events.EventsStream)
+	if d.cfg.Console.Enabled {
+		fmt.Printf("  Watch it in the web console: %s (token: cat .state/stack/secure/console-operator-token)\n", d.consoleURL())
+	}
 	return nil
 }
 

@@ -8,12 +8,16 @@ import (
 	"testing"
 
 	"github.com/kafkamender/kafkamender/internal/config"
+	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
 // The second worker's configuration is the first's with only http.listen changed, and
 // keeps its comments.
 func TestDeriveConfig(t *testing.T) {
-	src := filepath.Join("..", "worker.yaml")
+	src := filepath.Join(t.TempDir(), "worker.yaml")
+	if err := os.WriteFile(src, testenv.LocalWorkerYAML(t), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	dst := filepath.Join(t.TempDir(), "worker-2.yaml")
 	if err := deriveConfig(src, dst, "127.0.0.1:8081"); err != nil {
 		t.Fatal(err)
