@@ -18,6 +18,8 @@ import (
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/journal"
+	"github.com/kafkamender/kafkamender/internal/pipeline"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
 
@@ -344,6 +346,20 @@ func TestPagesRender(t *testing.T) {
 	if _, _, err := approval.NewStore(js).Create(ctx, plan); err != nil {
 		t.Fatal(err)
 	}
+	// The journal's revisions of ev-1: its story.
+	jkv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: events.JournalBucket, History: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	envBody, _ := json.Marshal(events.NewEnvelope(events.TypeReplicaChangeRequested, "ev-1", "emitter/test", json.RawMessage(`{}`), now.Add(-2*time.Minute), 0))
+	request, _ := json.Marshal(pipeline.RawEvent{Subject: events.Subject("local", events.TypeReplicaChangeRequested), Data: envBody})
+	for i, step := range []journal.Step{journal.StepPlanned, journal.StepCopying, journal.StepCopying, journal.StepDone, journal.StepClosed} {
+		en, _ := json.Marshal(journal.Entry{Event: "ev-1", Type: events.TypeReplicaChangeRequested, Cluster: "local", Request: request,
+			Worker: "w-1", Attempt: 1, Step: step, Started: now.Add(-time.Minute), Updated: now.Add(time.Duration(i-5) * time.Second)})
+		if _, err := jkv.Put(ctx, "local", en); err != nil {
+			t.Fatal(err)
+		}
+	}
 	c := r.client(t)
 	r.signIn(t, c, opToken)
 	for path, want := range map[string][]string{
@@ -368,6 +384,9 @@ func TestPagesRender(t *testing.T) {
 			if !strings.Contains(body, w) {
 				t.Errorf("GET %s lacks %q:\n%s", path, w, body)
 			}
+		}
+		if n := strings.Count(body, "step copying"); strings.HasPrefix(path, "/ui/events/ev-1") && n != 1 {
+			t.Errorf("GET %s: the step written twice in a row is told %d times, want once", path, n)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -173,7 +174,9 @@ type eventView struct {
 	Journal *journal.Record
 	Cancel  *cancel.Request
 	Dead    []deadLetter
-	Story   []storyStep
+	// Steps are the journal's revisions of the event (journalSteps).
+	Steps []storyStep
+	Story []storyStep
 	// Progress is the live progress of an operation in flight.
 	Progress *liveProgress
 }
@@ -225,8 +228,65 @@ func (s *Server) eventPage(ctx context.Context, r *http.Request, _ identity) (st
 	if v.Journal != nil && v.Journal.Open() {
 		v.Progress = s.hub.progress(id)
 	}
+	if v.Cluster != "" {
+		v.Steps = s.journalSteps(ctx, v.Cluster, id)
+	}
 	v.Story = story(v)
 	return "event", v, nil
+}
+
+// journalSteps are the revisions of the cluster's journal entry that were event id's,
+// as the bucket keeps them (its last 16 writes; an entry too large for one message keeps
+// only its last): each step the operation recorded, when, by which worker. None when
+// they are gone or cannot be read: the story then has less to say.
+func (s *Server) journalSteps(ctx context.Context, cluster, id string) []storyStep {
+	kv, err := s.js.KeyValue(ctx, events.JournalBucket)
+	if err != nil {
+		return nil
+	}
+	hist, err := kv.History(ctx, cluster)
+	if err != nil {
+		return nil
+	}
+	var out []storyStep
+	var last journal.Entry
+	for _, e := range hist {
+		var en journal.Entry
+		if e.Operation() != jetstream.KeyValuePut || json.Unmarshal(e.Value(), &en) != nil || en.Event != id {
+			continue
+		}
+		if en.Step == last.Step && en.Attempt == last.Attempt && en.Worker == last.Worker {
+			continue // the same step written again (progress of its batches)
+		}
+		last = en
+		what := fmt.Sprintf("journal: step %s, attempt %d by %s", en.Step, en.Attempt, en.Worker)
+		switch en.Step {
+		case journal.StepPlanned:
+			what += fmt.Sprintf(": %d partitions planned", len(en.Changes))
+		case journal.StepCopying:
+			what += fmt.Sprintf(": %d copies submitted", len(en.Reassignments))
+		case journal.StepDone:
+			what += ": the cluster holds the outcome (a fresh read showed it)"
+		case journal.StepClosed:
+			what = fmt.Sprintf("journal entry closed by %s: the cluster's lock is free for the next operation", en.Worker)
+		}
+		out = append(out, storyStep{At: en.Updated, What: what})
+	}
+	return out
+}
+
+// received reads when the event was published, and by whom, from its message as the
+// journal or its plan kept it.
+func received(request json.RawMessage) (time.Time, string) {
+	var raw pipeline.RawEvent
+	if len(request) == 0 || json.Unmarshal(request, &raw) != nil {
+		return time.Time{}, ""
+	}
+	var env events.Envelope
+	if json.Unmarshal(raw.Data, &env) != nil {
+		return time.Time{}, ""
+	}
+	return env.Time, env.Source
 }
 
 // story puts what is recorded of an event in time order.
@@ -237,13 +297,23 @@ func story(v *eventView) []storyStep {
 			st = append(st, storyStep{At: at, What: fmt.Sprintf(format, args...)})
 		}
 	}
+	req := json.RawMessage(nil)
+	if v.Journal != nil {
+		req = v.Journal.Request
+	} else if v.Plan != nil {
+		req = v.Plan.Request
+	}
+	if at, source := received(req); !at.IsZero() {
+		add(at, "published by %s", source)
+	}
 	if p := v.Plan; p != nil {
 		add(p.CreatedAt, "planned by %s: %s; waits for approval (%s)", p.PlannedBy, sizeText(p.Size), p.Why)
 		if p.State != approval.Awaiting {
 			add(p.DecidedAt, "%s", p.Decided())
 		}
 	}
-	if j := v.Journal; j != nil {
+	st = append(st, v.Steps...)
+	if j := v.Journal; j != nil && len(v.Steps) == 0 {
 		add(j.Started, "operation started under the cluster's lock (strategy %s)", j.Strategy)
 		if j.Open() {
 			add(j.Updated, "journal: step %s, attempt %d by %s; %d partitions planned, %d copies submitted", j.Step, j.Attempt, j.Worker, len(j.Changes), len(j.Reassignments))
