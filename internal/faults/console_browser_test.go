@@ -355,5 +355,19 @@ approval:
 		if got := v.text("h1"); got != "Dead letters" {
 			t.Errorf("dead letters page: %q", got)
 		}
+		// On a phone: nothing wider than the screen, every page.
+		v.do("a phone's screen", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulateScale(3)))
+		for _, path := range []string{"/ui/", "/ui/plans", "/ui/audit", "/ui/dead"} {
+			v.open(path)
+			wide, err := eval[int](v, "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wide > 0 {
+				t.Errorf("%s on a phone: %d pixels wider than the screen", path, wide)
+			}
+		}
+		v.open("/ui/")
+		v.screenshot("clusters-phone")
 	})
 }
