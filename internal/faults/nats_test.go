@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -359,6 +360,14 @@ func TestNATSNodeCutOffWhileHoldingTheLock(t *testing.T) {
 	nodes := stack.NATSNodes()
 	cut, rest := nodes[1], []string{nodes[0].URL, nodes[2].URL}
 	r := newRig(t, env, "kraft")
+	// The test itself talks to the majority: on the frozen node its subscription to the
+	// result would hear nothing (its connection would not even find out for minutes).
+	nc, err := nats.Connect(strings.Join(rest, ","), nats.DontRandomize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	r.nc, r.js = nc, testenv.JetStream(t, nc)
 	topic := r.topic("rf", [][]int32{{1, 2}, {2, 3}}, 5_000_000, nil)
 	before := r.partitions(topic)
 	r.natsURL = cut.URL
