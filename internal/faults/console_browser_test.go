@@ -183,11 +183,18 @@ func (b *browser) waitText(sel, want string, timeout time.Duration, reload bool)
 // screenshot saves the page as name.png.
 func (b *browser) screenshot(name string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil || len(png) < 1000 {
-		b.t.Fatalf("screenshot %s: %d bytes, %v", name, len(png), err)
+	var png []byte
+	for i := 0; ; i++ { // again if the page was reloading itself
+		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
+		var err error
+		png, err = chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		cancel()
+		if err == nil && len(png) >= 1000 {
+			break
+		}
+		if i == 4 || err == nil || !reloaded(err) {
+			b.t.Fatalf("screenshot %s: %d bytes, %v", name, len(png), err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(b.shots, name+".png"), png, 0o644); err != nil {
 		b.t.Fatal(err)

@@ -128,10 +128,20 @@ func run(ctx context.Context) error {
 // its http.listen: http://127.0.0.1:8080/ui/).
 func (d *demo) consoleURL() string { return "http://" + d.cfg.HTTP.Listen + console.Prefix }
 
+// isTerminal reports whether f is a terminal: a character device other than /dev/null.
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return false
+	}
+	null, err := os.Stat(os.DevNull)
+	return err != nil || !os.SameFile(fi, null)
+}
+
 // holdForConsole keeps the workers running, when the demo runs in a terminal, until Enter
 // (or Ctrl-C): the story of the demo stays on the console meanwhile.
 func (d *demo) holdForConsole(ctx context.Context) {
-	if fi, err := os.Stdin.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 || !d.cfg.Console.Enabled {
+	if !d.cfg.Console.Enabled || !isTerminal(os.Stdin) {
 		return
 	}
 	fmt.Printf("\nThe workers keep running: the demo's story is on the console, %s\n", d.consoleURL())
