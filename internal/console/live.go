@@ -344,12 +344,13 @@ func (s *Server) serveResultWait(w http.ResponseWriter, r *http.Request, _ ident
 		return
 	}
 	got := make(chan struct{}, 1)
-	sub, err := s.nc.Subscribe(events.ResultSubject(id), func(*nats.Msg) {
+	heard := func() {
 		select {
 		case got <- struct{}{}:
 		default:
 		}
-	})
+	}
+	sub, err := s.nc.Subscribe(events.ResultSubject(id), func(*nats.Msg) { heard() })
 	if err != nil {
 		http.Error(w, "could not follow the result: "+err.Error(), http.StatusBadGateway)
 		return
@@ -368,10 +369,7 @@ func (s *Server) serveResultWait(w http.ResponseWriter, r *http.Request, _ ident
 		defer cancel()
 		if stream, err := s.js.Stream(ctx, events.ResultsStream); err == nil {
 			if res, _, err := pipeline.ReadResult(ctx, stream, id); err == nil && res != nil {
-				select {
-				case got <- struct{}{}:
-				default:
-				}
+				heard()
 			}
 		} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
 			s.logger.Debug("console: look up a result", zap.Error(err))
