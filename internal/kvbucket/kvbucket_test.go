@@ -3,6 +3,7 @@ package kvbucket_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/kvbucket"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/retry"
 	"github.com/kafkamender/kafkamender/internal/testenv"
 )
@@ -117,5 +119,65 @@ func TestFailureBindsAgain(t *testing.T) {
 	}
 	if _, err := b.KeyValue(t.Context()); err != nil || checks != 2 {
 		t.Errorf("bound bucket checked again: %v (%d checks)", err, checks)
+	}
+}
+
+// Latest reads what the last acknowledged write left, on the stack's three-node NATS
+// cluster, where a direct get may be answered by a replica that has not applied it yet:
+// each write is read back at once, through another connection, hundreds of times.
+func TestLatestSeesEveryAcknowledgedWrite(t *testing.T) {
+	env := testenv.Get(t)
+	jetStream := func() jetstream.JetStream {
+		js, err := natsjs.New(env.NATS(t), 0, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return js
+	}
+	writerJS, readerJS := jetStream(), jetStream()
+	name := testenv.Name(t, "LATEST")
+	t.Cleanup(func() { _ = writerJS.DeleteKeyValue(context.Background(), name) })
+	reader := kvbucket.New(readerJS, jetstream.KeyValueConfig{Bucket: name}, kvbucket.Existing())
+
+	if _, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("Latest of a missing bucket: %v, want ErrBucketNotFound", err)
+	}
+	kv, err := kvbucket.New(writerJS, jetstream.KeyValueConfig{Bucket: name, History: 2}).KeyValue(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := kv.Status(t.Context()); err != nil || st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas != 3 {
+		t.Fatalf("bucket status: %v; the test needs three replicas", err)
+	}
+	if _, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("Latest of a key never written: %v, want ErrKeyNotFound", err)
+	}
+	for i := range 300 {
+		want := fmt.Sprintf("v%d", i)
+		rev, err := kv.Put(t.Context(), "k", []byte(want))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := reader.Latest(t.Context(), "k")
+		if err != nil || string(e.Value()) != want || e.Revision() != rev || e.Operation() != jetstream.KeyValuePut || e.Key() != "k" || e.Bucket() != name {
+			t.Fatalf("write %d (revision %d), read at once: %+v, %v", i, rev, e, err)
+		}
+		if i%50 == 0 { // a removed key reads as removed at once too
+			if err := kv.Delete(t.Context(), "k"); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyDeleted) || e.Operation() != jetstream.KeyValueDelete {
+				t.Fatalf("after a delete: %+v, %v; want a delete marker and ErrKeyDeleted", e, err)
+			}
+			if err := kv.Purge(t.Context(), "k"); err != nil {
+				t.Fatal(err)
+			}
+			if e, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyDeleted) || e.Operation() != jetstream.KeyValuePurge {
+				t.Fatalf("after a purge: %+v, %v; want a purge marker and ErrKeyDeleted", e, err)
+			}
+		}
+	}
+	if _, err := kvbucket.Bound(kv).Latest(t.Context(), "k"); err == nil {
+		t.Error("Latest of a Bound bucket (no JetStream to ask the leader with) did not fail")
 	}
 }

@@ -313,14 +313,15 @@ func (l *KVLocker) explain(ctx context.Context, start time.Time, holder *Holder,
 	return err
 }
 
-// Holder returns who holds the lock of cluster, or nil when nobody does.
+// Holder returns who holds the lock of cluster, or nil when nobody does. It reads from
+// the bucket's leader (kvbucket.Bucket.Latest): a replica's answer may predate the last
+// acquire or release.
 func (l *KVLocker) Holder(ctx context.Context, cluster string) (*Holder, error) {
-	kv, err := l.bucket(ctx)
-	if err != nil {
+	if _, err := l.bucket(ctx); err != nil {
 		return nil, mark(err)
 	}
-	e, err := kv.Get(ctx, cluster)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
+	e, err := l.kv.Latest(ctx, cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return nil, nil
 	}
 	if err != nil {
