@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"golang.org/x/term"
 )
 
 // Exit statuses.
@@ -60,7 +61,7 @@ func main() {
 	e := env{
 		stdout:           os.Stdout,
 		stderr:           os.Stderr,
-		stderrIsTerminal: isTerminal(os.Stderr),
+		stderrIsTerminal: term.IsTerminal(int(os.Stderr.Fd())),
 		getenv:           os.Getenv,
 		now:              time.Now,
 		newID:            events.NewID,

@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -146,18 +145,4 @@ func (p *progressPrinter) endLine() {
 		fmt.Fprintln(p.w)
 		p.shown = 0
 	}
-}
-
-// isTerminal guesses whether f is a terminal: a character device other than
-// the null device. That is enough to choose between a live progress bar and
-// plain lines.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	if null, err := os.Stat(os.DevNull); err == nil && os.SameFile(fi, null) {
-		return false
-	}
-	return true
 }

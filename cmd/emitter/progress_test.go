@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -156,33 +154,5 @@ func TestProgressPrinterLive(t *testing.T) {
 		"\n"
 	if got := w.String(); got != want {
 		t.Errorf("live output:\n got %q\nwant %q", got, want)
-	}
-}
-
-func TestIsTerminal(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if isTerminal(f) {
-		t.Error("a regular file is taken for a terminal")
-	}
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer null.Close()
-	if isTerminal(null) {
-		t.Errorf("%s is taken for a terminal", os.DevNull)
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	if isTerminal(w) {
-		t.Error("a pipe is taken for a terminal")
 	}
 }

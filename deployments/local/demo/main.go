@@ -40,6 +40,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/term"
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/config"
@@ -128,20 +129,10 @@ func run(ctx context.Context) error {
 // its http.listen: http://127.0.0.1:8080/ui/).
 func (d *demo) consoleURL() string { return "http://" + d.cfg.HTTP.Listen + console.Prefix }
 
-// isTerminal reports whether f is a terminal: a character device other than /dev/null.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	if err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return false
-	}
-	null, err := os.Stat(os.DevNull)
-	return err != nil || !os.SameFile(fi, null)
-}
-
 // holdForConsole keeps the workers running, when the demo runs in a terminal, until Enter
 // (or Ctrl-C): the story of the demo stays on the console meanwhile.
 func (d *demo) holdForConsole(ctx context.Context) {
-	if !d.cfg.Console.Enabled || !isTerminal(os.Stdin) {
+	if !d.cfg.Console.Enabled || !term.IsTerminal(int(os.Stdin.Fd())) {
 		return
 	}
 	fmt.Printf("\nThe workers keep running: the demo's story is on the console, %s\n", d.consoleURL())
