@@ -573,6 +573,9 @@ type natsChartValues struct {
 		Monitor struct {
 			Enabled *bool `json:"enabled"`
 		} `json:"monitor"`
+		// Merge is merged into the generated nats.conf as it is (keys of the server's
+		// configuration file).
+		Merge map[string]any `json:"merge"`
 	} `json:"config"`
 	Container struct {
 		Image struct {
@@ -675,6 +678,12 @@ func TestKubernetesNATSValues(t *testing.T) {
 	}
 	if _, ok := v.PodTemplate.TopologySpreadConstraints["kubernetes.io/hostname"]; !ok {
 		t.Errorf("%s: no podTemplate.topologySpreadConstraints on kubernetes.io/hostname: two NATS nodes on one machine lose the quorum together", natsValuesFile)
+	}
+	// A node that hangs is dropped after ping_interval × (ping_max + 1): the local stack's
+	// settings, which the fault tests ran with.
+	if iv, _ := v.Config.Merge["ping_interval"].(string); iv != "5s" || v.Config.Merge["ping_max"] != float64(2) {
+		t.Errorf("%s: config.merge ping_interval %v, ping_max %v; want 5s and 2, as the local stack runs (a hung node is dropped in 15 s, not minutes)",
+			natsValuesFile, v.Config.Merge["ping_interval"], v.Config.Merge["ping_max"])
 	}
 	if v.Config.Monitor.Enabled != nil && !*v.Config.Monitor.Enabled {
 		t.Errorf("%s: config.monitor.enabled is false: the chart's probes (/healthz) need it", natsValuesFile)
