@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -24,6 +25,8 @@ type Bucket struct {
 	keep   bool
 	only   bool // Existing
 	check  func(context.Context, jetstream.KeyValue) error
+
+	leaderDenied atomic.Bool // the server refused a leader read (Latest)
 
 	mu     sync.Mutex
 	kv     jetstream.KeyValue
@@ -41,7 +44,8 @@ func KeepExisting() Option { return func(b *Bucket) { b.keep = true } }
 
 // Existing binds the bucket only if it exists, never creating or changing it: for readers
 // (the emitter's status) whose permissions allow no more. A missing bucket is an error
-// that wraps jetstream.ErrBucketNotFound.
+// that wraps jetstream.ErrBucketNotFound. Its Get is the key-value API's direct get, which
+// a replica may answer with an older entry (see Latest): good enough for a status.
 func Existing() Option { return func(b *Bucket) { b.only = true } }
 
 // Check runs f on the bucket each time it is bound, before anything uses it: an error of f
@@ -52,7 +56,8 @@ func Check(f func(context.Context, jetstream.KeyValue) error) Option {
 
 // New returns the bucket config.Bucket on js, bound on first use with
 // jetstream.CreateOrUpdateKeyValue and config: created if missing, updated to config if
-// not (see KeepExisting).
+// not (see KeepExisting). Its Get reads from the stream's leader (see Latest), unless
+// Existing.
 func New(js jetstream.JetStream, config jetstream.KeyValueConfig, opts ...Option) *Bucket {
 	b := &Bucket{js: js, config: config}
 	for _, o := range opts {
@@ -131,6 +136,9 @@ func (b *Bucket) bind(ctx context.Context) (jetstream.KeyValue, error) {
 		if err := b.check(ctx, kv); err != nil {
 			return nil, err
 		}
+	}
+	if !b.only {
+		kv = &leaderReads{KeyValue: kv, b: b}
 	}
 	b.kv = kv
 	return kv, nil

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/kvbucket"
@@ -124,7 +127,9 @@ func TestFailureBindsAgain(t *testing.T) {
 
 // Latest reads what the last acknowledged write left, on the stack's three-node NATS
 // cluster, where a direct get may be answered by a replica that has not applied it yet:
-// each write is read back at once, through another connection, hundreds of times.
+// each write is read back at once, through another connection, hundreds of times, by
+// Latest (of a bucket bound to write, and of one bound Existing) and by the Get of the
+// bucket bound to write.
 func TestLatestSeesEveryAcknowledgedWrite(t *testing.T) {
 	env := testenv.Get(t)
 	jetStream := func() jetstream.JetStream {
@@ -137,20 +142,25 @@ func TestLatestSeesEveryAcknowledgedWrite(t *testing.T) {
 	writerJS, readerJS := jetStream(), jetStream()
 	name := testenv.Name(t, "LATEST")
 	t.Cleanup(func() { _ = writerJS.DeleteKeyValue(context.Background(), name) })
-	reader := kvbucket.New(readerJS, jetstream.KeyValueConfig{Bucket: name}, kvbucket.Existing())
-
-	if _, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrBucketNotFound) {
-		t.Fatalf("Latest of a missing bucket: %v, want ErrBucketNotFound", err)
-	}
-	kv, err := kvbucket.New(writerJS, jetstream.KeyValueConfig{Bucket: name, History: 2}).KeyValue(t.Context())
+	config := jetstream.KeyValueConfig{Bucket: name, History: 2}
+	kv, err := kvbucket.New(writerJS, config).KeyValue(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if st, err := kv.Status(t.Context()); err != nil || st.(*jetstream.KeyValueBucketStatus).StreamInfo().Config.Replicas != 3 {
 		t.Fatalf("bucket status: %v; the test needs three replicas", err)
 	}
+	reader := kvbucket.New(readerJS, config)
+	rkv, err := reader.KeyValue(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	existing := kvbucket.New(readerJS, config, kvbucket.Existing()) // a reader's: its Get is a direct get, its Latest is not
 	if _, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("Latest of a key never written: %v, want ErrKeyNotFound", err)
+	}
+	if _, err := rkv.Get(t.Context(), "k.>"); !errors.Is(err, jetstream.ErrInvalidKey) {
+		t.Fatalf("Get of a wildcard: %v, want ErrInvalidKey", err)
 	}
 	for i := range 300 {
 		want := fmt.Sprintf("v%d", i)
@@ -158,7 +168,8 @@ func TestLatestSeesEveryAcknowledgedWrite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := reader.Latest(t.Context(), "k")
+		read := []func(context.Context, string) (jetstream.KeyValueEntry, error){reader.Latest, rkv.Get, existing.Latest}[i%3]
+		e, err := read(t.Context(), "k")
 		if err != nil || string(e.Value()) != want || e.Revision() != rev || e.Operation() != jetstream.KeyValuePut || e.Key() != "k" || e.Bucket() != name {
 			t.Fatalf("write %d (revision %d), read at once: %+v, %v", i, rev, e, err)
 		}
@@ -166,18 +177,90 @@ func TestLatestSeesEveryAcknowledgedWrite(t *testing.T) {
 			if err := kv.Delete(t.Context(), "k"); err != nil {
 				t.Fatal(err)
 			}
-			if e, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyDeleted) || e.Operation() != jetstream.KeyValueDelete {
-				t.Fatalf("after a delete: %+v, %v; want a delete marker and ErrKeyDeleted", e, err)
+			if e, err := rkv.Get(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Fatalf("after a delete: %+v, %v; want ErrKeyNotFound", e, err)
 			}
 			if err := kv.Purge(t.Context(), "k"); err != nil {
 				t.Fatal(err)
 			}
-			if e, err := reader.Latest(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyDeleted) || e.Operation() != jetstream.KeyValuePurge {
-				t.Fatalf("after a purge: %+v, %v; want a purge marker and ErrKeyDeleted", e, err)
+			if e, err := rkv.Get(t.Context(), "k"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				t.Fatalf("after a purge: %+v, %v; want ErrKeyNotFound", e, err)
 			}
 		}
 	}
-	if _, err := kvbucket.Bound(kv).Latest(t.Context(), "k"); err == nil {
-		t.Error("Latest of a Bound bucket (no JetStream to ask the leader with) did not fail")
+	if err := writerJS.DeleteKeyValue(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rkv.Get(t.Context(), "k"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Errorf("Get after the bucket was deleted: %v, want ErrBucketNotFound", err)
 	}
 }
+
+// A user allowed the direct get but not the leader's message get (the permissions
+// documented before leader reads) still reads: the first read waits for its refused
+// request to time out, then reads with the direct get, and every later read goes
+// straight to the direct get (the server logs one violation).
+func TestLatestFallsBackWhenTheLeaderReadIsRefused(t *testing.T) {
+	v := &violations{}
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{{Username: "u", Password: "p", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.>", "$KV.>"}, Deny: []string{"$JS.API.STREAM.MSG.GET.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+		}}}}
+	s := testenv.StartNATSServer(t, opts, v)
+	nc, err := nats.Connect(s.ClientURL(), nats.UserInfo("u", "p"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := kvbucket.New(js, jetstream.KeyValueConfig{Bucket: "REFUSED"}).KeyValue(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		rev, err := kv.Put(t.Context(), "k", fmt.Appendf(nil, "v%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, err := kv.Get(t.Context(), "k"); err != nil || e.Revision() != rev {
+			t.Fatalf("read %d: %+v, %v", i, e, err)
+		}
+	}
+	testenv.Eventually(t, 5*time.Second, func() error {
+		if n := v.count(); n != 1 {
+			return fmt.Errorf("%d violations logged, want the first read's only", n)
+		}
+		return nil
+	})
+}
+
+// violations counts what a nats-server logs about permissions.
+type violations struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (v *violations) record(format string, args ...any) {
+	if strings.Contains(fmt.Sprintf(format, args...), "Violation") {
+		v.mu.Lock()
+		v.n++
+		v.mu.Unlock()
+	}
+}
+
+func (v *violations) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n
+}
+
+func (v *violations) Noticef(format string, args ...any) { v.record(format, args...) }
+func (v *violations) Warnf(format string, args ...any)   { v.record(format, args...) }
+func (v *violations) Fatalf(format string, args ...any)  { v.record(format, args...) }
+func (v *violations) Errorf(format string, args ...any)  { v.record(format, args...) }
+func (v *violations) Debugf(format string, args ...any)  { v.record(format, args...) }
+func (v *violations) Tracef(format string, args ...any)  { v.record(format, args...) }

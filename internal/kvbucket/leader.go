@@ -3,6 +3,7 @@ package kvbucket
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -14,26 +15,83 @@ import (
 )
 
 // Latest reads the latest entry of key from the bucket's stream leader, where the
-// key-value Get may read a stale one.
+// key-value Get may read a stale one. It answers as KeyValue.Get does:
+// jetstream.ErrKeyNotFound for a key never written, deleted or purged;
+// jetstream.ErrBucketNotFound for a bucket that does not exist; other failures are
+// transient (retry.Transient). A bucket bound by KeyValue or Stream (unless Existing)
+// reads with it: its Get is Latest. A Bound bucket has no JetStream to ask the leader
+// with: Latest is its Get.
 //
 // The key-value Get is a direct get, which any replica of the bucket may answer,
 // including one that has not yet applied the latest writes: a write is acknowledged once
-// a quorum stored it, and a replica of the quorum applies it a moment later. On a
-// three-node NATS cluster a worker that has just taken a lock can read, a few
-// milliseconds later, that nobody holds it. Latest asks with a message get
+// a quorum stored it, and a replica of the quorum applies it a moment later. On the
+// stack's three-node cluster about one read in a hundred through a follower's node,
+// right after a write, returned the entry before it: a worker that had just taken a lock
+// read that nobody held it. Latest asks with a message get
 // ($JS.API.STREAM.MSG.GET.KV_<bucket>), which only the stream's leader answers, and sees
-// every write acknowledged before it was asked. It needs that permission besides the
-// direct get's (docs/security.md).
+// every write acknowledged before it asked. While the stream has no leader (an election,
+// a lost quorum) it fails, where a replica would have answered with what it has.
 //
-// It returns what KeyValue.Get returns: jetstream.ErrKeyNotFound for a key never written
-// or purged from the stream, the entry and jetstream.ErrKeyDeleted for a delete or purge
-// marker, jetstream.ErrBucketNotFound for a bucket that does not exist. Other failures
-// are transient (retry.Transient).
+// A user not allowed that request (docs/security.md gave the worker only the direct get
+// before) gets no answer: the server refuses the request, the client logs the
+// violation, and the request times out. Latest then reads with the direct get, as before,
+// from then on for this bucket.
 func (b *Bucket) Latest(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	if b.js == nil {
-		return nil, fmt.Errorf("key-value bucket %s: no leader read (a Bound bucket)", b.config.Bucket)
+	kv, err := b.KeyValue(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return latest(ctx, b.js, b.config.Bucket, key)
+	if _, leader := kv.(*leaderReads); !leader && b.js != nil { // Existing
+		kv = &leaderReads{KeyValue: kv, b: b}
+	}
+	return kv.Get(ctx, key)
+}
+
+// leaderReads is a bound bucket whose Get reads from the stream's leader.
+type leaderReads struct {
+	jetstream.KeyValue
+	b *Bucket
+}
+
+func (l *leaderReads) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if !keyValid(key) {
+		return nil, jetstream.ErrInvalidKey
+	}
+	if l.b.leaderDenied.Load() {
+		return l.KeyValue.Get(ctx, key)
+	}
+	e, err := latest(ctx, l.b.js, l.b.config.Bucket, key)
+	if err != nil && deniedLeaderRead(l.b.js.Conn(), l.b.config.Bucket) {
+		l.b.leaderDenied.Store(true)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.b.js.Options().DefaultTimeout)
+		defer cancel()
+		return l.KeyValue.Get(ctx, key)
+	}
+	if errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return e, err
+}
+
+// deniedLeaderRead reports whether nc's last error is the server's refusal of a message
+// get on bucket's stream.
+func deniedLeaderRead(nc *nats.Conn, bucket string) bool {
+	err := nc.LastError()
+	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "STREAM.MSG.GET.KV_"+bucket+`"`)
+}
+
+// keyValid is the key-value API's check of a key (a key with a wildcard would name
+// another key's subject).
+func keyValid(key string) bool {
+	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+		return false
+	}
+	for _, r := range key {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-/_=.", r)) {
+			return false
+		}
+	}
+	return true
 }
 
 // msgGetResponse is the JetStream API's answer to a message get (the server's

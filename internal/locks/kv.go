@@ -317,11 +317,12 @@ func (l *KVLocker) explain(ctx context.Context, start time.Time, holder *Holder,
 // the bucket's leader (kvbucket.Bucket.Latest): a replica's answer may predate the last
 // acquire or release.
 func (l *KVLocker) Holder(ctx context.Context, cluster string) (*Holder, error) {
-	if _, err := l.bucket(ctx); err != nil {
+	kv, err := l.bucket(ctx)
+	if err != nil {
 		return nil, mark(err)
 	}
-	e, err := l.kv.Latest(ctx, cluster)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+	e, err := kv.Get(ctx, cluster)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}
 	if err != nil {

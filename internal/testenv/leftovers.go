@@ -17,6 +17,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/journal"
 	"github.com/kafkamender/kafkamender/internal/kafka"
+	"github.com/kafkamender/kafkamender/internal/kvbucket"
 	"github.com/kafkamender/kafkamender/internal/stack"
 )
 
@@ -168,14 +169,11 @@ func (e *Env) checkLock(t testing.TB, js jetstream.JetStream, zk *zkpkg.Conn, l 
 			return errors.New("Leftovers.Lock: no bucket (lock.nats.bucket) for backend nats")
 		}
 		return poll(t, checkTimeout, func() error {
-			kv, err := js.KeyValue(t.Context(), l.Lock.Bucket)
+			// From the bucket's leader: a replica may not show the last acquire yet.
+			entry, err := kvbucket.New(js, jetstream.KeyValueConfig{Bucket: l.Lock.Bucket}, kvbucket.Existing()).Latest(t.Context(), l.Alias)
 			if errors.Is(err, jetstream.ErrBucketNotFound) {
 				return nil // no lock was ever taken there
 			}
-			if err != nil {
-				return fmt.Errorf("lock bucket %s: %w", l.Lock.Bucket, err)
-			}
-			entry, err := kv.Get(t.Context(), l.Alias)
 			if errors.Is(err, jetstream.ErrKeyNotFound) {
 				return nil // never taken, released, or expired (a delete marker reads as none)
 			}
