@@ -510,7 +510,7 @@ func TestBrokerDrainTimeoutGivesLeadershipBack(t *testing.T) {
 		"throttle_bytes_per_sec": 1_001, "timeout": "15s"}))
 	if res.Status != events.StatusFailed || !strings.Contains(res.Error, "timeout after 15s") ||
 		!strings.Contains(res.Error, "the leadership of 1 partitions given back to broker 4") {
-		t.Fatalf("result %s (%s), want failed: timeout, leadership given back", res.Status, res.Error)
+		t.Errorf("result %s (%s), want failed: timeout, leadership given back", res.Status, res.Error) // and no throttle left, below
 	}
 	testenv.Eventually(t, 30*time.Second, func() error {
 		now := state(t, f, topic)

@@ -442,23 +442,22 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 	// from a broker whose metadata lags the controller's, with the replica set of the copy
 	// although the controller lists it no more: wait (up to the verify timeout) until each
 	// shows where it settled, its step's order (cancelled) or its target (finished), so
-	// that its order is put back.
-	var snap *model.Snapshot
+	// that its order is put back. The reorder reads the partitions again (on ZooKeeper
+	// clusters, their topic znodes, which the controller rewrites after it stops listing
+	// the copy): one that still shows the copy there is not settled either.
 	deadline := time.Now().Add(t.h.cfg.VerifyTimeout)
 	for i := 0; ; i++ {
-		var err error
-		if snap, err = t.rd(r).Snapshot(ctx, topicsOf(planned)...); err != nil {
-			return 0, transient(err)
+		n, err := t.reorderBack(ctx, r, planned, step)
+		if err == nil && n >= 0 {
+			return n, nil
 		}
-		settled := true
-		for _, ch := range planned {
-			p, ok := snap.Partition(ch.TopicPartition)
-			if ok && (p.Reassigning() || !slices.Equal(p.Replicas, step(ch)) && !slices.Equal(p.Replicas, ch.ReplicasAfter)) {
-				settled = false
-			}
+		late := time.Now().After(deadline)
+		if err != nil && (late || !errors.Is(err, kafka.ErrNotReorder) && !errors.Is(err, kafka.ErrReassignmentInProgress)) {
+			return max(n, 0), err
 		}
-		if settled || time.Now().After(deadline) {
-			break
+		if err == nil && late { // n < 0: not settled by the deadline; what settled is put back
+			n, err := t.reorderBack(ctx, r, planned, step, true)
+			return max(n, 0), err
 		}
 		select {
 		case <-ctx.Done():
@@ -466,12 +465,33 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 		case <-time.After(kafka.PollDelay(i)):
 		}
 	}
+}
+
+// reorderBack puts back the replica order, and the drained broker's leadership, of the
+// planned partitions that show their step's order (their copy cancelled). It returns -1
+// and does nothing while some partition shows neither its step's order nor its target,
+// unless anyway.
+func (t *rfTask) reorderBack(ctx context.Context, r *operation.Run, planned []plan.Change, step func(plan.Change) []int32, anyway ...bool) (int, error) {
+	snap, err := t.rd(r).Snapshot(ctx, topicsOf(planned)...)
+	if err != nil {
+		return 0, transient(err)
+	}
 	orders := map[model.TopicPartition][]int32{}
 	var elect []model.TopicPartition
 	for _, ch := range planned {
-		if p, ok := snap.Partition(ch.TopicPartition); ok && !p.Reassigning() && slices.Equal(p.Replicas, step(ch)) {
+		p, ok := snap.Partition(ch.TopicPartition)
+		if !ok {
+			continue
+		}
+		switch {
+		case !p.Reassigning() && slices.Equal(p.Replicas, step(ch)):
 			orders[ch.TopicPartition] = ch.ReplicasBefore
 			elect = append(elect, ch.TopicPartition)
+		case !p.Reassigning() && slices.Equal(p.Replicas, ch.ReplicasAfter):
+		default:
+			if len(anyway) == 0 {
+				return -1, nil
+			}
 		}
 	}
 	if len(orders) == 0 {
@@ -672,6 +692,13 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 		parts = append(parts, fmt.Sprintf("cancelled %d unfinished reassignments (%s)", len(st.running), strings.Join(tpsOf(st.running), ", ")))
 	}
 	if n, err := t.unshed(ctx, r); err != nil {
+		// The throttles go back all the same: nothing needs them once the copies are
+		// cancelled, and the next holder would only restore them later.
+		if rerr := t.restore(ctx, r); rerr != nil {
+			err = errors.Join(err, rerr)
+		} else {
+			parts = append(parts, "throttles restored")
+		}
 		return strings.Join(parts, "; "), err
 	} else if n > 0 {
 		parts = append(parts, fmt.Sprintf("the leadership of %d partitions given back to broker %d", n, t.drained))
