@@ -300,7 +300,20 @@ func (e *Engine) approved(s *session, d Delivery, res *events.Result, prev *jour
 		log.Info("plan approved", zap.String("event", p.Event), zap.String("by", ev.Source))
 		break
 	}
-	if stored, ok, err := e.cfg.Results.Earlier(ctx, p.Event); err != nil {
+	stored, ok, err := e.cfg.Results.Earlier(ctx, p.Event)
+	// The plan's event is the cluster's closed entry: an earlier delivery of this approval
+	// ran it, and its result was stored before the entry closed (here, a moment ago, when
+	// the entry was resolved under this lock). A direct get answered by a replica a write
+	// behind may not show it yet: wait for it rather than survey a cluster it has changed.
+	for i := 0; err == nil && !ok && prev != nil && prev.Event == p.Event && !prev.Open() && i < 50; i++ {
+		select {
+		case <-ctx.Done():
+			return res, context.Cause(ctx)
+		case <-time.After(100 * time.Millisecond):
+		}
+		stored, ok, err = e.cfg.Results.Earlier(ctx, p.Event)
+	}
+	if err != nil {
 		return res, err
 	} else if ok {
 		return mirror(res, p, stored), nil // an earlier delivery of this approval ran it
