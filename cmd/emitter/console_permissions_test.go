@@ -16,15 +16,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/kafkamender/kafkamender/internal/config"
 	"github.com/kafkamender/kafkamender/internal/stack"
-	"github.com/kafkamender/kafkamender/internal/testenv"
-	"github.com/kafkamender/kafkamender/internal/worker"
 )
 
 // The permissions docs/security.md adds to the worker's for the web console are enough for
@@ -71,35 +66,13 @@ const consoleOperatorToken = "console-operator-token-for-tests"
 // violations the server logged.
 func consoleWorld(t *testing.T, authz func(string) string, visit func(t *testing.T, base string)) []string {
 	const workerPW = "worker-secret-1"
-	root, err := stack.FindRoot(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	documented, err := stack.DocumentedNATSAuthorization(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Setenv("NATS_WORKER_PASSWORD", workerPW)
-	t.Setenv("NATS_EMITTER_PASSWORD", "emitter-secret-1")
-	t.Setenv("NATS_ALERTING_PASSWORD", "alerting-secret-1")
-	conf := filepath.Join(t.TempDir(), "nats.conf")
-	text := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream {store_dir: %q}\n%s", t.TempDir(), authz(documented))
-	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatalf("authorization: %v", err)
-	}
-	opts.NoSigs = true
-	v := &violations{}
-	s := testenv.StartNATSServer(t, opts, v)
+	s, v := securityDocServer(t, workerPW, "emitter-secret-1", authz)
 
 	kc, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "orders"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kc.Close()
+	t.Cleanup(kc.Close) // after the worker stops
 	cfg, err := config.ParseEnv(fmt.Appendf(nil, `
 worker: {id: console-permissions}
 http: {listen: "127.0.0.1:0"}
@@ -111,22 +84,10 @@ clusters: {local: {bootstrap_servers: [%q]}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	visit(t, waitConsole(t, w))
+	w := runWorker(t, cfg, v)
+	visit(t, "http://"+w.Addr()+"/ui/")
 	time.Sleep(500 * time.Millisecond) // the server logs asynchronously
-	return v.take()
+	return v.Take()
 }
 
 // visitConsole goes through every page, stream and button of the console at base.
@@ -146,24 +107,6 @@ func visitConsole(t *testing.T, base string) {
 	consoleGet(t, base+"events/"+paused+"?cluster=local", "cluster-pause")
 	consoleGet(t, base+"dead", "")
 	consoleGet(t, base+"live", "event: ") // the live stream's first message
-}
-
-// waitConsole waits until the worker serves the console, and returns its base URL.
-func waitConsole(t *testing.T, w *worker.Worker) string {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if addr := w.Addr(); addr != "" {
-			if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return "http://" + addr + "/ui/"
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("worker not ready")
-		}
-	}
 }
 
 // consoleGet reads a page (or a stream, until a line contains want) with the operator

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,39 +36,9 @@ import (
 	"github.com/kafkamender/kafkamender/internal/worker"
 )
 
-// violations records what a nats-server logs about permissions.
-type violations struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (v *violations) record(format string, args ...any) {
-	line := fmt.Sprintf(format, args...)
-	if strings.Contains(line, "Violation") {
-		v.mu.Lock()
-		v.lines = append(v.lines, line)
-		v.mu.Unlock()
-	}
-}
-
-func (v *violations) take() []string {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	out := v.lines
-	v.lines = nil
-	return out
-}
-
-func (v *violations) Noticef(format string, args ...any) { v.record(format, args...) }
-func (v *violations) Warnf(format string, args ...any)   { v.record(format, args...) }
-func (v *violations) Fatalf(format string, args ...any)  { v.record(format, args...) }
-func (v *violations) Errorf(format string, args ...any)  { v.record(format, args...) }
-func (v *violations) Debugf(format string, args ...any)  { v.record(format, args...) }
-func (v *violations) Tracef(format string, args ...any)  { v.record(format, args...) }
-
 // securityDocServer starts a nats-server with JetStream and the authorization of
-// docs/security.md, as it is written there.
-func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*server.Server, *violations) {
+// docs/security.md, as it is written there, or as edit changes it.
+func securityDocServer(t *testing.T, workerPassword, emitterPassword string, edit ...func(string) string) (*server.Server, *testenv.Violations) {
 	t.Helper()
 	root, err := stack.FindRoot(".")
 	if err != nil {
@@ -82,6 +51,9 @@ func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*s
 	t.Setenv("NATS_WORKER_PASSWORD", workerPassword)
 	t.Setenv("NATS_EMITTER_PASSWORD", emitterPassword)
 	t.Setenv("NATS_ALERTING_PASSWORD", "alerting-secret-1")
+	for _, e := range edit {
+		authz = e(authz)
+	}
 	conf := filepath.Join(t.TempDir(), "nats.conf")
 	text := fmt.Sprintf("listen: \"127.0.0.1:-1\"\njetstream {store_dir: %q}\n%s", t.TempDir(), authz)
 	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
@@ -92,7 +64,7 @@ func securityDocServer(t *testing.T, workerPassword, emitterPassword string) (*s
 		t.Fatalf("docs/security.md's authorization: %v", err)
 	}
 	opts.NoSigs = true
-	v := &violations{}
+	v := &testenv.Violations{}
 	return testenv.StartNATSServer(t, opts, v), v
 }
 
@@ -108,7 +80,7 @@ func TestDocumentedNATSPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer kc.Close()
+	t.Cleanup(kc.Close) // after the worker stops
 
 	cfg, err := config.ParseEnv(fmt.Appendf(nil, `
 worker: {id: permissions-test}
@@ -122,35 +94,7 @@ clusters: {local: {bootstrap_servers: [%q]}}
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := worker.New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("worker: %v", err)
-		}
-	}()
-	ready := func() bool {
-		if w.Addr() == "" {
-			return false
-		}
-		resp, err := http.Get("http://" + w.Addr() + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-	for deadline := time.Now().Add(20 * time.Second); !ready(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("worker not ready; violations: %q", v.take())
-		}
-	}
+	w := runWorker(t, cfg, v)
 
 	// The emitter: an event that the worker handles (a noop: broker 0 leads orders-0),
 	// its stored result, an event of a cluster nobody serves (rejected by the worker's
@@ -231,7 +175,7 @@ clusters: {local: {bootstrap_servers: [%q]}}
 	exerciseBuckets(t, js)
 
 	time.Sleep(500 * time.Millisecond) // the server logs asynchronously
-	if got := v.take(); len(got) > 0 {
+	if got := v.Take(); len(got) > 0 {
 		t.Errorf("permission violations:\n%s", strings.Join(got, "\n"))
 	}
 
@@ -251,7 +195,7 @@ clusters: {local: {bootstrap_servers: [%q]}}
 	}
 	_ = emitter.Flush()
 	time.Sleep(500 * time.Millisecond)
-	got := strings.Join(v.take(), "\n")
+	got := strings.Join(v.Take(), "\n")
 	for _, want := range []string{
 		`"$G/user:kafkamender-emitter" - Publish Violation - Subject "$JS.API.STREAM.DELETE.KAFKAMENDER_EVENTS"`,
 		`"$G/user:kafkamender-worker" - Publish Violation - Subject "$JS.API.STREAM.DELETE.KAFKAMENDER_EVENTS"`,
@@ -512,4 +456,40 @@ func plansWorld(t *testing.T, url, workerPW string, emitterVars map[string]strin
 	if out := emit(exitFailure, "approve", "--id", p.ID, "--approve-id", "perm-approve", "--wait", "--timeout", "30s"); !strings.Contains(out, "may not approve or deny plans") {
 		t.Errorf("emitter approve, by a source the worker does not allow:\n%s", out)
 	}
+}
+
+// runWorker runs a worker with cfg until the test ends, and waits until it is ready
+// (v: the server's violations, shown if it never is).
+func runWorker(t *testing.T, cfg *config.Config, v *testenv.Violations) *worker.Worker {
+	t.Helper()
+	w, err := worker.New(cfg, zaptest.NewLogger(t), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("worker: %v", err)
+		}
+	})
+	ready := func() bool {
+		if w.Addr() == "" {
+			return false
+		}
+		resp, err := http.Get("http://" + w.Addr() + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	for deadline := time.Now().Add(20 * time.Second); !ready(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker not ready; violations: %q", v.Take())
+		}
+	}
+	return w
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -201,7 +200,7 @@ func TestLatestSeesEveryAcknowledgedWrite(t *testing.T) {
 // request to time out, then reads with the direct get, and every later read goes
 // straight to the direct get (the server logs one violation).
 func TestLatestFallsBackWhenTheLeaderReadIsRefused(t *testing.T) {
-	v := &violations{}
+	v := &testenv.Violations{}
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
 		Users: []*server.User{{Username: "u", Password: "p", Permissions: &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.>", "$KV.>"}, Deny: []string{"$JS.API.STREAM.MSG.GET.>"}},
@@ -231,36 +230,9 @@ func TestLatestFallsBackWhenTheLeaderReadIsRefused(t *testing.T) {
 		}
 	}
 	testenv.Eventually(t, 5*time.Second, func() error {
-		if n := v.count(); n != 1 {
+		if n := len(v.Lines()); n != 1 {
 			return fmt.Errorf("%d violations logged, want the first read's only", n)
 		}
 		return nil
 	})
 }
-
-// violations counts what a nats-server logs about permissions.
-type violations struct {
-	mu sync.Mutex
-	n  int
-}
-
-func (v *violations) record(format string, args ...any) {
-	if strings.Contains(fmt.Sprintf(format, args...), "Violation") {
-		v.mu.Lock()
-		v.n++
-		v.mu.Unlock()
-	}
-}
-
-func (v *violations) count() int {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.n
-}
-
-func (v *violations) Noticef(format string, args ...any) { v.record(format, args...) }
-func (v *violations) Warnf(format string, args ...any)   { v.record(format, args...) }
-func (v *violations) Fatalf(format string, args ...any)  { v.record(format, args...) }
-func (v *violations) Errorf(format string, args ...any)  { v.record(format, args...) }
-func (v *violations) Debugf(format string, args ...any)  { v.record(format, args...) }
-func (v *violations) Tracef(format string, args ...any)  { v.record(format, args...) }

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -169,3 +171,42 @@ func InProcessSecureNATS(t testing.TB, opts SecureNATSOptions) *SecureNATS {
 	sn.URL = fmt.Sprintf("tls://127.0.0.1:%d", s.Addr().(*net.TCPAddr).Port)
 	return sn
 }
+
+// Violations is a nats-server logger (StartNATSServer's) that keeps what the server logs
+// about permissions, and drops the rest.
+type Violations struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (v *Violations) record(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	if strings.Contains(line, "Violation") {
+		v.mu.Lock()
+		v.lines = append(v.lines, line)
+		v.mu.Unlock()
+	}
+}
+
+// Lines returns the violations logged so far.
+func (v *Violations) Lines() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.lines)
+}
+
+// Take returns the violations logged so far, and forgets them.
+func (v *Violations) Take() []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := v.lines
+	v.lines = nil
+	return out
+}
+
+func (v *Violations) Noticef(format string, args ...any) { v.record(format, args...) }
+func (v *Violations) Warnf(format string, args ...any)   { v.record(format, args...) }
+func (v *Violations) Fatalf(format string, args ...any)  { v.record(format, args...) }
+func (v *Violations) Errorf(format string, args ...any)  { v.record(format, args...) }
+func (v *Violations) Debugf(format string, args ...any)  { v.record(format, args...) }
+func (v *Violations) Tracef(format string, args ...any)  { v.record(format, args...) }
