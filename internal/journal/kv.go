@@ -188,9 +188,14 @@ type Memory struct {
 	// chunks, as in JetStream.
 	max int
 	// fail, when set, is asked before each write (op "create" or "update") of key: a
-	// non-nil error fails the write, which then stores nothing.
+	// non-nil error fails the write, which then stores nothing (but see ErrAckLost).
 	fail func(op, key string) error
 }
+
+// ErrAckLost, returned (or wrapped) by the function given to Memory.FailWrites for an
+// update, stores the update and then fails it: the write whose acknowledgement a NATS node
+// lost as it stopped.
+var ErrAckLost = errors.New("the write was stored, its acknowledgement lost")
 
 var _ kv = (*Memory)(nil)
 
@@ -212,7 +217,8 @@ func NewMemoryMaxValue(max int) (*Store, *Memory) {
 }
 
 // FailWrites makes each later write ask f first (op is "create" or "update"): a non-nil
-// error fails the write. Nil: writes succeed again.
+// error fails the write (an update failed with ErrAckLost is stored all the same). Nil:
+// writes succeed again.
 func (m *Memory) FailWrites(f func(op, key string) error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -244,8 +250,9 @@ func (m *Memory) create(_ context.Context, key string, val []byte) (uint64, erro
 func (m *Memory) update(_ context.Context, key string, val []byte, rev uint64) (uint64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check("update", key, val); err != nil {
-		return 0, err
+	failed := m.check("update", key, val)
+	if failed != nil && !errors.Is(failed, ErrAckLost) {
+		return 0, failed
 	}
 	v, ok := m.vals[key]
 	switch {
@@ -254,7 +261,11 @@ func (m *Memory) update(_ context.Context, key string, val []byte, rev uint64) (
 	case v.rev != rev:
 		return 0, errRevision
 	}
-	return m.put(key, val), nil
+	n := m.put(key, val)
+	if failed != nil {
+		return 0, failed
+	}
+	return n, nil
 }
 
 func (m *Memory) check(op, key string, val []byte) error {

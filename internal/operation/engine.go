@@ -243,15 +243,23 @@ func (e *Engine) replayed(ctx context.Context, d Delivery) error {
 		return nil
 	}
 	rec, err := e.cfg.Journal.Get(ctx, ev.Cluster)
-	if err != nil || rec == nil || !rec.Open() || rec.Event != ev.ID {
-		return nil // best effort: whoever takes the lock next resolves what is left
+	if err != nil {
+		// What the event's operation left cannot be looked at now: its next delivery does
+		// (the next lock holder may be a long time coming).
+		return retry.InFlight(fmt.Errorf("read the journal of cluster %s after a replay: %w", ev.Cluster, err))
+	}
+	if rec == nil || !rec.Open() || rec.Event != ev.ID {
+		return nil
 	}
 	log := e.eventLog(ev)
 	if rec.Step == journal.StepDone {
 		// Its holder stored the result and died before closing the entry: nobody needs
 		// more of it, no lock is needed (the close is revision-checked).
 		if err := e.cfg.Journal.Close(ctx, rec); err != nil {
-			log.Info("close the journal entry after a replay", zap.Error(err))
+			if err := e.closeDone(ctx, ev, err, log); err != nil {
+				log.Info("close the journal entry after a replay: not now; the event's next delivery does", zap.Error(err))
+				return retry.InFlight(err)
+			}
 		}
 		return nil
 	}
@@ -830,12 +838,42 @@ func (e *Engine) publish(r *Run, t Task, closeIt bool) (*events.Result, error) {
 		}
 	case closeIt:
 		if err := r.Op.Close(ctx); err != nil {
-			// The next holder finds the entry done with its result stored, and closes it.
-			r.Log.Warn("close the journal entry", zap.Error(err))
+			if err := e.closeDone(ctx, r.Event, err, r.Log); err != nil {
+				// The result is stored: the event's next delivery replays it and closes
+				// the entry (Replayed). Left to the next holder, an entry could stay open
+				// as long as the cluster has no event that takes the lock (an alert
+				// storm's noops never do).
+				r.Log.Warn("close the journal entry: not now; the event's next delivery does", zap.Error(err))
+				return stored, retry.InFlight(err)
+			}
 		}
 		phase(r.Log, "closed")
 	}
 	return stored, nil
+}
+
+// closeDone closes ev's journal entry, at step done with its result stored, after a close
+// failed with first: the entry is read again and closed again, until it reads closed (or
+// another event's: someone else resolved it) or ctx ends. A NATS node stopping as the
+// close is written may have stored the write and lost its acknowledgement (the entry then
+// reads closed) or not stored it (it is written again).
+func (e *Engine) closeDone(ctx context.Context, ev *events.Event, first error, log *zap.Logger) error {
+	log.Info("close the journal entry failed; reading it again", zap.Error(first))
+	return retry.Do(ctx, CleanupTimeout, func() error {
+		rec, err := e.cfg.Journal.Get(ctx, ev.Cluster)
+		switch {
+		case err != nil:
+			return retry.Transient(err)
+		case rec == nil || !rec.Open() || rec.Event != ev.ID:
+			return nil
+		case rec.Step != journal.StepDone:
+			return fmt.Errorf("journal of cluster %s: event %s's entry is at step %s again: its next delivery resolves it", ev.Cluster, ev.ID, rec.Step)
+		}
+		if err := e.cfg.Journal.Close(ctx, rec); err != nil {
+			return retry.Transient(err)
+		}
+		return nil
+	}, nil)
 }
 
 // await lets the task finish what its operation left running past its result, then closes

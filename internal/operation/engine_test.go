@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -577,6 +578,83 @@ func TestJournalDownBeforeTheFirstWrite(t *testing.T) {
 	r.mem.FailWrites(nil)
 	r.want(r.deliver(d.Again(false)), events.StatusSucceeded)
 	r.settled()
+}
+
+// The close of the journal entry, after the result, meets a NATS node stopping: its write
+// fails (stored or not, its acknowledgement lost), or fails until the lock is lost. The
+// entry ends closed all the same: read again and closed again by the delivery, or, when
+// that cannot be done now, by the event's next delivery (its result replayed). An entry
+// left for the next lock holder could stay open as long as the cluster's events are an
+// alert storm's noops, which take no lock (CI run of stop 36).
+func TestTheCloseAfterTheResultFails(t *testing.T) {
+	afterResult := func(r *rig, fail func(n int) error) {
+		n := 0
+		r.onStep(func(step string) {
+			if step == operation.StepResultPublished {
+				r.mem.FailWrites(func(op, key string) error {
+					if op != "update" || key != cluster {
+						return nil
+					}
+					n++
+					return fail(n)
+				})
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		fail func(n int) error
+	}{
+		{"acknowledgement lost", func(n int) error {
+			if n == 1 {
+				return fmt.Errorf("nats: timeout: %w", journal.ErrAckLost)
+			}
+			return nil
+		}},
+		{"refused twice", func(n int) error {
+			if n <= 2 {
+				return errors.New("nats: no responders available for request")
+			}
+			return nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, 3)
+			afterResult(r, tc.fail)
+			o := r.deliver(r.delivery(r.event(0, 1, 2)))
+			r.want(o, events.StatusSucceeded)
+			if o.err != nil {
+				t.Errorf("delivery error %v, want none: the entry was closed", o.err)
+			}
+			r.settled()
+		})
+	}
+	t.Run("refused until the lock is lost", func(t *testing.T) {
+		r := newRig(t, 3)
+		afterResult(r, func(n int) error {
+			if n == 2 {
+				r.locks.Holder(cluster).Lose()
+			}
+			return errors.New("nats: no responders available for request")
+		})
+		d := r.delivery(r.event(0, 1, 2))
+		o := r.deliver(d)
+		r.want(o, events.StatusSucceeded)
+		if !o.inFlight {
+			t.Fatalf("delivery error %v, want the event delivered again to close its entry", o.err)
+		}
+		if rec := r.entry(); rec == nil || rec.Step != journal.StepDone {
+			t.Fatalf("entry %+v, want it left at step done", rec)
+		}
+		r.mem.FailWrites(nil)
+		o = r.deliver(d.Again(false))
+		r.want(o, events.StatusSucceeded)
+		if o.err != nil || r.results.Count() != 1 {
+			t.Errorf("replay: error %v, %d results", o.err, r.results.Count())
+		}
+		r.truthful(o.res, 0, 1, 2)
+		r.settled()
+	})
 }
 
 // What could not be journaled or stored as a result is refused at plan time, before
