@@ -18,6 +18,7 @@ import (
 	"github.com/kafkamender/kafkamender/internal/model"
 	"github.com/kafkamender/kafkamender/internal/operation"
 	"github.com/kafkamender/kafkamender/internal/plan"
+	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // overloadedTask moves partition leadership off a broker (only the leader's load leaves
@@ -100,7 +101,14 @@ func (t *overloadedTask) Verify(ctx context.Context, r *operation.Run) (int, err
 		return verified, err
 	}
 	rec, _ := json.Marshal(shedRecord{Event: r.Result.ID, At: time.Now().UTC(), Worker: r.Entry().Worker, Scope: scopeOf(t.req)})
-	if _, err := t.kv.Put(ctx, coolKey(t.c.Name, *t.req.Broker), rec); err != nil {
+	// Tried again for a while (a NATS node stopping fails a write or two): without the
+	// record, the alerts that follow are not noops naming this event, and each takes the
+	// lock to find the broker shed already.
+	err = retry.Do(ctx, operation.CleanupTimeout, func() error {
+		_, err := t.kv.Put(ctx, coolKey(t.c.Name, *t.req.Broker), rec)
+		return retry.Transient(err)
+	}, nil)
+	if err != nil {
 		r.Log.Warn("record the cool-down", zap.Error(err))
 	}
 	return verified, nil
