@@ -2,7 +2,6 @@ package kvbucket
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
@@ -61,7 +61,7 @@ func (l *leaderReads) Get(ctx context.Context, key string) (jetstream.KeyValueEn
 		return l.KeyValue.Get(ctx, key)
 	}
 	e, err := latest(ctx, l.b.js, l.b.config.Bucket, key)
-	if err != nil && deniedLeaderRead(l.b.js.Conn(), l.b.config.Bucket) {
+	if err != nil && natsjs.LeaderReadRefused(l.b.js.Conn(), "KV_"+l.b.config.Bucket) {
 		l.b.leaderDenied.Store(true)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.b.js.Options().DefaultTimeout)
 		defer cancel()
@@ -71,13 +71,6 @@ func (l *leaderReads) Get(ctx context.Context, key string) (jetstream.KeyValueEn
 		return nil, jetstream.ErrKeyNotFound
 	}
 	return e, err
-}
-
-// deniedLeaderRead reports whether nc's last error is the server's refusal of a message
-// get on bucket's stream.
-func deniedLeaderRead(nc *nats.Conn, bucket string) bool {
-	err := nc.LastError()
-	return errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(err.Error(), "STREAM.MSG.GET.KV_"+bucket+`"`)
 }
 
 // keyValid is the key-value API's check of a key (a key with a wildcard would name
@@ -94,60 +87,17 @@ func keyValid(key string) bool {
 	return true
 }
 
-// msgGetResponse is the JetStream API's answer to a message get (the server's
-// JSApiMsgGetResponse).
-type msgGetResponse struct {
-	Error   *jetstream.APIError `json:"error,omitempty"`
-	Message *struct {
-		Subject  string    `json:"subject"`
-		Sequence uint64    `json:"seq"`
-		Header   []byte    `json:"hdrs,omitempty"`
-		Data     []byte    `json:"data,omitempty"`
-		Time     time.Time `json:"time"`
-	} `json:"message,omitempty"`
-}
-
 func latest(ctx context.Context, js jetstream.JetStream, bucket, key string) (jetstream.KeyValueEntry, error) {
-	req, err := json.Marshal(struct {
-		LastFor string `json:"last_by_subj"`
-	}{"$KV." + bucket + "." + key})
-	if err != nil {
-		return nil, err
+	m, err := natsjs.LastFromLeader(ctx, js, "KV_"+bucket, "$KV."+bucket+"."+key)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil, jetstream.ErrKeyNotFound
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
+	case err != nil:
+		return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s: %w", bucket, key, err))
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, js.Options().DefaultTimeout)
-		defer cancel()
-	}
-	msg, err := js.Conn().RequestWithContext(ctx, apiPrefix(js.Options())+"STREAM.MSG.GET.KV_"+bucket, req)
-	if err != nil {
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s, from the leader: %w", bucket, key, err))
-	}
-	var resp msgGetResponse
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s, from the leader: %w", bucket, key, err))
-	}
-	if e := resp.Error; e != nil {
-		switch e.ErrorCode {
-		case jetstream.JSErrCodeMessageNotFound:
-			return nil, jetstream.ErrKeyNotFound
-		case jetstream.JSErrCodeStreamNotFound:
-			return nil, fmt.Errorf("key-value bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
-		}
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s, from the leader: %w", bucket, key, e))
-	}
-	m := resp.Message
-	if m == nil {
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s, from the leader: an answer without a message", bucket, key))
-	}
-	en := &entry{bucket: bucket, key: key, value: m.Data, revision: m.Sequence, created: m.Time}
-	if len(m.Header) > 0 {
-		hdr, err := nats.DecodeHeadersMsg(m.Header)
-		if err != nil {
-			return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s, from the leader: headers: %w", bucket, key, err))
-		}
-		en.op = operation(hdr)
-	}
+	en := &entry{bucket: bucket, key: key, value: m.Data, revision: m.Sequence, created: m.Time, op: operation(m.Header)}
 	if en.op != jetstream.KeyValuePut {
 		return en, jetstream.ErrKeyDeleted
 	}
@@ -171,17 +121,6 @@ func operation(h nats.Header) jetstream.KeyValueOp {
 		return jetstream.KeyValueDelete
 	}
 	return jetstream.KeyValuePut
-}
-
-// apiPrefix is the subject prefix of js's API requests, as jetstream builds it.
-func apiPrefix(o jetstream.JetStreamOptions) string {
-	switch {
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	}
-	return jetstream.DefaultAPIPrefix
 }
 
 // entry is a key-value entry read by Latest.

@@ -303,8 +303,10 @@ func (e *Engine) approved(s *session, d Delivery, res *events.Result, prev *jour
 	stored, ok, err := e.cfg.Results.Earlier(ctx, p.Event)
 	// The plan's event is the cluster's closed entry: an earlier delivery of this approval
 	// ran it, and its result was stored before the entry closed (here, a moment ago, when
-	// the entry was resolved under this lock). A direct get answered by a replica a write
-	// behind may not show it yet: wait for it rather than survey a cluster it has changed.
+	// the entry was resolved under this lock). The workers read results from the stream's
+	// leader, but a user without that permission reads by direct get, which a replica a
+	// write behind may answer without it: wait for it rather than survey a cluster the
+	// plan has changed.
 	for i := 0; err == nil && !ok && prev != nil && prev.Event == p.Event && !prev.Open() && i < 50; i++ {
 		select {
 		case <-ctx.Done():

@@ -32,7 +32,7 @@ func (b *boundResults) bind(ctx context.Context) (*streamResults, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.ResultsStream, err)
 	}
-	b.r = &streamResults{js: b.js, stream: stream}
+	b.r = newStreamResults(b.js, stream)
 	return b.r, nil
 }
 

@@ -320,7 +320,7 @@ func (p *Pipeline) Setup(ctx context.Context) error {
 		}
 	}
 	p.mu.Lock()
-	p.results, p.evs, p.cons, p.control = &streamResults{js: p.js, stream: res}, evs, cons, control
+	p.results, p.evs, p.cons, p.control = newStreamResults(p.js, res), evs, cons, control
 	p.mu.Unlock()
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 )
 
 // streamResults is Results on the stream KAFKAMENDER_RESULTS.
@@ -26,6 +27,15 @@ type streamResults struct {
 }
 
 var _ Results = (*streamResults)(nil)
+
+// newStreamResults is Results on stream, the results stream reached through js. Its reads
+// go to the stream's leader (natsjs.LeaderReads): a direct get answered by a replica a
+// write behind could say that no result is stored for an event whose result was just
+// stored (a delivery of it would then run it again; an approval whose plan's event was
+// just resolved would reject itself).
+func newStreamResults(js jetstream.JetStream, stream jetstream.Stream) *streamResults {
+	return &streamResults{js: js, stream: natsjs.LeaderReads(js, stream, events.ResultsStream)}
+}
 
 // NewResults returns the Results kept in the stream KAFKAMENDER_RESULTS, reached through
 // nc. The stream must exist (Pipeline.Setup creates it).
@@ -38,7 +48,7 @@ func NewResults(ctx context.Context, nc *nats.Conn) (Results, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.ResultsStream, err)
 	}
-	return &streamResults{js: js, stream: stream}, nil
+	return newStreamResults(js, stream), nil
 }
 
 // Earlier implements Results: the stored result, whole.

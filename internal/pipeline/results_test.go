@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/zap"
 
@@ -304,4 +306,76 @@ func BenchmarkLargeResult(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A worker's results are read from the results stream's leader (a message get), never by
+// a direct get a replica a write behind may answer: with direct gets refused, a result
+// (one message, or a head and its parts) is read back at once, and a missing one reads as
+// missing, with no request refused. A user allowed the direct get only (the permissions
+// documented before leader reads) still reads: its first read waits for the refused
+// message get to time out, then every read is a direct get (one violation logged).
+func TestResultsAreReadFromTheStreamLeader(t *testing.T) {
+	v := &testenv.Violations{}
+	user := func(name string, deny string) *server.User {
+		p := &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{">"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		}
+		if deny != "" {
+			p.Publish.Deny = []string{deny}
+		}
+		return &server.User{Username: name, Password: "p", Permissions: p}
+	}
+	srv := testenv.StartNATSServer(t, &server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{user("admin", ""), user("leader-only", "$JS.API.DIRECT.GET.>"), user("direct-only", "$JS.API.STREAM.MSG.GET.>")}}, v)
+	connect := func(name string) *nats.Conn {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(name, "p"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	ctx := t.Context()
+	p, err := pipeline.New(connect("admin"), nil, config(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user       string
+		violations int
+	}{{"leader-only", 0}, {"direct-only", 1}} {
+		t.Run(tc.user, func(t *testing.T) {
+			v.Take()
+			results, err := pipeline.NewResults(ctx, connect(tc.user))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, err := results.Earlier(ctx, "ev-none-"+tc.user); ok || err != nil {
+				t.Fatalf("Earlier of an event with no result = %v, %v; want none stored", ok, err)
+			}
+			for i := range 20 {
+				res := largeResult(fmt.Sprintf("ev-%s-%d", tc.user, i), "w1", 10)
+				if i == 0 {
+					res = largeResult(res.ID, "w1", 25000) // a head and its parts
+				}
+				if _, published, err := results.Publish(ctx, res); err != nil || !published {
+					t.Fatalf("publish %s = %v, %v", res.ID, published, err)
+				}
+				got, ok, err := results.Earlier(ctx, res.ID)
+				if err != nil || !ok || wholeJSON(t, got) != wholeJSON(t, res) {
+					t.Fatalf("Earlier of %s, read at once = %v, %v", res.ID, ok, err)
+				}
+			}
+			testenv.Eventually(t, 5*time.Second, func() error {
+				if got := v.Lines(); len(got) != tc.violations {
+					return fmt.Errorf("violations logged: %q; want %d", got, tc.violations)
+				}
+				return nil
+			})
+		})
+	}
 }
