@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kafkamender/kafkamender/internal/natsjs"
-	"github.com/kafkamender/kafkamender/internal/retry"
 )
 
 // Latest reads the latest entry of key from the bucket's stream leader, where the
@@ -95,7 +94,7 @@ func latest(ctx context.Context, js jetstream.JetStream, bucket, key string) (je
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return nil, fmt.Errorf("key-value bucket %s: %w", bucket, jetstream.ErrBucketNotFound)
 	case err != nil:
-		return nil, retry.Transient(fmt.Errorf("key-value bucket %s, key %s: %w", bucket, key, err))
+		return nil, fmt.Errorf("key-value bucket %s, key %s: %w", bucket, key, err)
 	}
 	en := &entry{bucket: bucket, key: key, value: m.Data, revision: m.Sequence, created: m.Time, op: operation(m.Header)}
 	if en.op != jetstream.KeyValuePut {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kafkamender/kafkamender/internal/retry"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -24,7 +25,8 @@ import (
 //
 // It answers as GetLastMsgForSubject does: jetstream.ErrMsgNotFound when subject has no
 // message, jetstream.ErrStreamNotFound when stream does not exist; other failures are
-// errors to try again. The request is bounded by ctx's deadline, or js's default timeout
+// transient (retry.Transient): a stream without a leader for a moment answers nothing, or
+// an error. The request is bounded by ctx's deadline, or js's default timeout
 // without one.
 func LastFromLeader(ctx context.Context, js jetstream.JetStream, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	req, err := json.Marshal(struct {
@@ -39,7 +41,7 @@ func LastFromLeader(ctx context.Context, js jetstream.JetStream, stream, subject
 		defer cancel()
 	}
 	fail := func(err error) error {
-		return fmt.Errorf("stream %s, last of %s, from the leader: %w", stream, subject, err)
+		return retry.Transient(fmt.Errorf("stream %s, last of %s, from the leader: %w", stream, subject, err))
 	}
 	msg, err := js.Conn().RequestWithContext(ctx, msgGetSubject(js.Options(), stream), req)
 	if err != nil {
