@@ -409,6 +409,22 @@ func (e *Engine) locked(ctx context.Context, d Delivery, res *events.Result, m m
 		if rec != nil && rec.Open() {
 			log.Debug("journal", zap.String("entry_of", rec.Event), zap.String("step", string(rec.Step)), zap.Stringer("decision", act))
 		}
+		if act == Fresh && m == modeRun && !f.Ours {
+			// The pipeline looked for the event's result before this delivery waited (held
+			// while its cluster's pause could not be read, or for the lock): meanwhile
+			// another delivery of the event (its message given to another worker after
+			// the ack wait, or a copy of it) may have run it, and newer events after it.
+			// Run again now, it would put the cluster back as this event asked, unreported
+			// and out of order. Asked again under the lock, of the results stream's leader.
+			_, stored, err := e.cfg.Results.Earlier(s.ctx, ev.ID)
+			if err != nil {
+				return res, err
+			}
+			if stored {
+				log.Info("another delivery of this event ran it while this one waited; replaying its result")
+				act = Replay
+			}
+		}
 		switch {
 		case act == Leave:
 			return res, e.left(s, rec, f.Ours)
