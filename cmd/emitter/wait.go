@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/events"
+	"github.com/kafkamender/kafkamender/internal/natsjs"
 	"github.com/kafkamender/kafkamender/internal/pipeline"
 )
 
@@ -370,7 +371,10 @@ func resultsStream(ctx context.Context, js jetstream.JetStream) (jetstream.Strea
 	if err != nil {
 		return nil, fmt.Errorf("stream %s: %w", events.ResultsStream, err)
 	}
-	return stream, nil
+	// Read from the stream's leader: a direct get may be answered by a replica a write
+	// behind, which would say that a result stored a moment ago is not (an event
+	// published again right after its result).
+	return natsjs.LeaderReads(js, stream, events.ResultsStream), nil
 }
 
 // lookupResult reads the result stored for event id from the results stream,
