@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/kafkamender/kafkamender/internal/approval"
 	"github.com/kafkamender/kafkamender/internal/cancel"
@@ -65,6 +69,17 @@ const (
 	keyAlterPartitionReassignment = 45
 )
 
+// retries counts the retries the fleet's workers logged whose error contains what.
+func (f *fleet) retries(what string) int {
+	n := 0
+	for _, e := range f.warnings.FilterMessage("retrying").All() {
+		if err, _ := e.ContextMap()["error"].(string); strings.Contains(err, what) {
+			n++
+		}
+	}
+	return n
+}
+
 // fleet is a set of in-process workers serving one real cluster of the stack under an
 // alias of its own (a cluster name unique to the test), with their own durable consumer
 // filtered on the alias's subjects, so tests sharing the stack never see each other's
@@ -75,6 +90,9 @@ type fleet struct {
 	real     string // the stack cluster
 	alias    string
 	requests *requestCounter
+	// warnings holds what the fleet's workers logged at warning level and above.
+	warnings *observer.ObservedLogs
+	observe  zapcore.Core
 	js       jetstream.JetStream
 	nc       *nats.Conn
 	lockWait time.Duration
@@ -100,8 +118,9 @@ func newFleet(t testing.TB, env *testenv.Env, real string) *fleet {
 	env.FreeEventsStream(t)
 	nc := env.NATS(t)
 	js := testenv.JetStream(t, nc)
+	observe, warnings := observer.New(zapcore.WarnLevel)
 	return &fleet{t: t, env: env, real: real, alias: token("c"), requests: &requestCounter{counts: map[int16]int{}},
-		js: js, nc: nc, lockWait: time.Minute, strategy: kafka.StrategyAuto}
+		warnings: warnings, observe: observe, js: js, nc: nc, lockWait: time.Minute, strategy: kafka.StrategyAuto}
 }
 
 // start runs one worker of the fleet until the test ends.
@@ -188,7 +207,9 @@ func (f *fleet) startWith(worker string, o workerOpts) *fleetWorker {
 	if c.Mode == stack.ModeZooKeeper {
 		hc.ZK, hc.Chroot = sess, c.Chroot
 	}
-	log := zaptest.NewLogger(t).Named(worker)
+	log := zaptest.NewLogger(t, zaptest.WrapOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewTee(c, f.observe)
+	}))).Named(worker)
 	cfg := handlers.Config{
 		Clusters: map[string]*handlers.Cluster{f.alias: hc}, JS: js, Logger: log, BlockedWait: 5 * time.Second,
 		CopyPoll: 500 * time.Millisecond, RF: config.ReplicationFactor{ForeignWait: 5 * time.Second},
