@@ -30,6 +30,10 @@ import (
 //     the server, which leaves a delete marker (LimitMarkerTTL) that wakes the waiters.
 //   - Waiting: waiters watch the key and try again when it is deleted or expires (a timer
 //     set to its expiry covers a marker that does not come); no polling.
+//   - Stale entry: a waiter that has seen the same revision of the entry for TTL + margin
+//     of its own clock deletes it, conditional on that revision, and tries again. The
+//     server should have removed it by then; after a leader election of the bucket's
+//     stream it was seen to keep such an entry for many seconds (CI, nats-server 2.12).
 //   - Release: a delete conditional on the holder's revision (a holder that lost the lock
 //     cannot delete the next holder's entry).
 //   - Loss: the holder is told (Context cancelled with ErrLost) when a renewal finds
@@ -48,8 +52,11 @@ import (
 // 20%). Offsets between the clocks do not matter, only rates; NTP keeps rates within a
 // few parts per million. With renewals every TTL/3, two renewals in a row may fail (NATS
 // restarting, a slow network) before the lock is given up. A waiter takes the lock only
-// after the server removed the entry, so mutual exclusion rests on the server's
-// revision-checked writes, like the ZooKeeper lock rests on ZooKeeper's.
+// after the entry is gone, so mutual exclusion rests on the server's revision-checked
+// writes, like the ZooKeeper lock rests on ZooKeeper's. A waiter that deletes a stale
+// entry first saw its revision at w, after the renewal that wrote it was sent (s < w):
+// it deletes at w + TTL + margin of its clock, after the holder's s + TTL − margin by the
+// same bound on rates, and the delete fails if the holder renewed meanwhile.
 //
 // Kafka writes are not fenced by the server (Kafka knows nothing of the lock): as with the
 // ZooKeeper lock, the holder checks Err before each write; the bound on a write in flight
@@ -225,8 +232,14 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 	_, _ = rand.Read(tok[:])
 	info := Holder{Worker: l.cfg.Worker, Event: eventID, ClaimedAt: time.Now().UTC().Truncate(time.Millisecond),
 		Node: "kv:" + l.cfg.Bucket + "/" + cluster + "#" + hex.EncodeToString(tok[:])}
-	var holder *Holder
+	var (
+		holder *Holder
+		seen   seenRevision
+	)
 	for {
+		if seen.stale(l.cfg.TTL + l.cfg.Margin) {
+			l.breakStale(wctx, kv, cluster, seen)
+		}
 		info.AcquiredAt = time.Now().UTC().Truncate(time.Millisecond)
 		data, err := encodeKVHolder(info)
 		if err != nil {
@@ -252,7 +265,7 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 			continue
 		}
 		bo.Reset()
-		h, err := l.waitFree(wctx, kv, cluster)
+		h, err := l.waitFree(wctx, kv, cluster, &seen)
 		if h != nil {
 			holder = h
 		}
@@ -262,9 +275,37 @@ func (l *KVLocker) Acquire(ctx context.Context, cluster, eventID string, opts ..
 	}
 }
 
+// seenRevision is the revision of a lock entry a waiter saw, and when it first saw it
+// (monotonic clock).
+type seenRevision struct {
+	rev uint64
+	at  time.Time
+}
+
+// see records that the entry is at revision rev now.
+func (s *seenRevision) see(rev uint64) {
+	if rev != s.rev {
+		s.rev, s.at = rev, time.Now()
+	}
+}
+
+// stale reports whether the same revision has been seen for at least d.
+func (s seenRevision) stale(d time.Duration) bool {
+	return s.rev != 0 && time.Since(s.at) >= d
+}
+
+// breakStale deletes the entry of key if it is still at the revision seen, which has not
+// changed for TTL + margin: its holder stopped counting on it (see Timing), and the server
+// has not removed it. Failures are left to the next create, which says who holds the lock.
+func (l *KVLocker) breakStale(ctx context.Context, kv jetstream.KeyValue, key string, seen seenRevision) {
+	err := kv.Delete(ctx, key, jetstream.LastRevision(seen.rev))
+	l.logger.Warn("lock entry not renewed and not removed by the server: deleted at its revision",
+		zap.String("cluster", key), zap.Uint64("revision", seen.rev), zap.Duration("seen_for", time.Since(seen.at)), zap.Error(err))
+}
+
 // waitFree watches the key until it is deleted, expires, or is found absent; it returns
-// the holder it saw.
-func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key string) (*Holder, error) {
+// the holder it saw, and records the entry's revision in seen.
+func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key string, seen *seenRevision) (*Holder, error) {
 	w, err := kv.Watch(ctx, key, jetstream.IncludeHistory())
 	if err != nil {
 		return nil, fmt.Errorf("%w: watch lock %s: %w", ErrNoSession, key, err)
@@ -283,10 +324,12 @@ func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key stri
 				continue // the current value was delivered
 			}
 			if e.Operation() != jetstream.KeyValuePut {
+				*seen = seenRevision{}
 				return holder, nil // released, broken, or expired (limit marker)
 			}
 			h := parseKVHolder(e.Value())
 			holder = &h
+			seen.see(e.Revision())
 			// The entry expires TTL after the server stored it, unless renewed (a renewal
 			// is another put, which sets the timer again).
 			wait := time.Until(e.Created().Add(l.cfg.TTL)) + 200*time.Millisecond

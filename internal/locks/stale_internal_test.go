@@ -1,0 +1,71 @@
+package locks
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kafkamender/kafkamender/internal/testenv"
+)
+
+func TestSeenRevision(t *testing.T) {
+	var s seenRevision
+	if s.stale(0) {
+		t.Error("nothing seen yet is stale")
+	}
+	s.see(7)
+	first := s.at
+	s.see(7)
+	if s.at != first {
+		t.Error("seeing the same revision again moved the time it was first seen")
+	}
+	if s.stale(time.Hour) {
+		t.Error("a revision seen just now is stale after an hour")
+	}
+	s.at = time.Now().Add(-time.Hour)
+	if !s.stale(time.Minute) {
+		t.Error("a revision seen an hour ago is not stale after a minute")
+	}
+	s.see(8)
+	if s.rev != 8 || s.stale(time.Minute) {
+		t.Errorf("a new revision: %+v, want 8 seen now", s)
+	}
+}
+
+// A waiter deletes a stale entry only at the revision it saw: an entry renewed since is
+// its holder's and stays.
+func TestBreakStaleOnlyAtTheRevisionSeen(t *testing.T) {
+	js := testenv.InProcessJetStream(t)
+	l, err := NewKV(js, KVConfig{Bucket: "LOCKS", Worker: "waiter", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := l.bucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r1, err := kv.Create(t.Context(), "c1", []byte(`{"worker":"holder"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := kv.Update(t.Context(), "c1", []byte(`{"worker":"holder"}`), r1) // a renewal
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := time.Now().Add(-time.Hour)
+	l.breakStale(t.Context(), kv, "c1", seenRevision{rev: r1, at: long})
+	if e, err := kv.Get(t.Context(), "c1"); err != nil || e.Revision() != r2 {
+		t.Fatalf("after breaking revision %d of an entry renewed to %d: %v, %v; want it kept", r1, r2, e, err)
+	}
+	l.breakStale(t.Context(), kv, "c1", seenRevision{rev: r2, at: long})
+	if _, err := kv.Get(t.Context(), "c1"); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("after breaking the revision seen: %v, want the entry gone", err)
+	}
+	h, err := l.Acquire(t.Context(), "c1", "ev-1", WithWait(time.Second))
+	if err != nil {
+		t.Fatalf("acquire after the stale entry was deleted: %v", err)
+	}
+	_ = h.Release(t.Context())
+}
