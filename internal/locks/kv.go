@@ -299,8 +299,12 @@ func (s seenRevision) stale(d time.Duration) bool {
 // has not removed it. Failures are left to the next create, which says who holds the lock.
 func (l *KVLocker) breakStale(ctx context.Context, kv jetstream.KeyValue, key string, seen seenRevision) {
 	err := kv.Delete(ctx, key, jetstream.LastRevision(seen.rev))
-	l.logger.Warn("lock entry not renewed and not removed by the server: deleted at its revision",
-		zap.String("cluster", key), zap.Uint64("revision", seen.rev), zap.Duration("seen_for", time.Since(seen.at)), zap.Error(err))
+	fields := []zap.Field{zap.String("cluster", key), zap.Uint64("revision", seen.rev), zap.Duration("seen_for", time.Since(seen.at))}
+	if err != nil {
+		l.logger.Info("lock entry not renewed and not removed by the server: its delete failed", append(fields, zap.Error(err))...)
+		return
+	}
+	l.logger.Warn("lock entry not renewed and not removed by the server: deleted at its revision", fields...)
 }
 
 // waitFree watches the key until it is deleted, expires, or is found absent; it returns
