@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -362,8 +363,16 @@ func approvalWhy(note string) string {
 // errNoResultsStream: no worker ever set up the results stream on this NATS.
 var errNoResultsStream = fmt.Errorf("stream %s does not exist (no worker has set it up on this NATS server)", events.ResultsStream)
 
-// resultsStream is the results stream, for direct gets.
+// leaderReads holds, per JetStream context (one per emitter run), the results stream
+// wrapped for leader reads: its fallback after a refused message get must last the run,
+// not one lookup (a --wait looks the result up every 5 s).
+var leaderReads sync.Map // jetstream.JetStream -> jetstream.Stream
+
+// resultsStream is the results stream, read from its leader.
 func resultsStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	if s, ok := leaderReads.Load(js); ok {
+		return s.(jetstream.Stream), nil
+	}
 	stream, err := js.Stream(ctx, events.ResultsStream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, errNoResultsStream
@@ -374,7 +383,8 @@ func resultsStream(ctx context.Context, js jetstream.JetStream) (jetstream.Strea
 	// Read from the stream's leader: a direct get may be answered by a replica a write
 	// behind, which would say that a result stored a moment ago is not (an event
 	// published again right after its result).
-	return natsjs.LeaderReads(js, stream, events.ResultsStream), nil
+	s, _ := leaderReads.LoadOrStore(js, natsjs.LeaderReads(js, stream, events.ResultsStream))
+	return s.(jetstream.Stream), nil
 }
 
 // lookupResult reads the result stored for event id from the results stream,
