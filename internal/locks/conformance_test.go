@@ -141,7 +141,10 @@ func kvBackendOn(t *testing.T, bucket string, connect func(t *testing.T) (*nats.
 		name: "nats-kv",
 		worker: func(t *testing.T, name string) (locks.Backend, func()) {
 			nc, js := connect(t)
-			l, err := locks.NewKV(js, locks.KVConfig{Bucket: bucket, Worker: name, TTL: kvTTL})
+			// The locker's log, at debug, is printed if the test fails: a wait that ends
+			// refused says what each create, watch and stale-entry delete got back.
+			l, err := locks.NewKV(js, locks.KVConfig{Bucket: bucket, Worker: name, TTL: kvTTL,
+				Logger: testLogger(t).Named(name)})
 			if err != nil {
 				t.Fatal(err)
 			}

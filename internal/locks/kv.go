@@ -29,7 +29,9 @@ import (
 //     own revision. The bucket's max age is TTL: an entry not renewed for TTL is removed by
 //     the server, which leaves a delete marker (LimitMarkerTTL) that wakes the waiters.
 //   - Waiting: waiters watch the key and try again when it is deleted or expires (a timer
-//     set to its expiry covers a marker that does not come); no polling.
+//     set to its expiry covers a marker that does not come); no polling, unless the watch
+//     cannot be created (a leader election): then the waiter reads the entry from the
+//     stream's leader and tries again, at least once a second.
 //   - Stale entry: a waiter that has seen the same revision of the entry for TTL + margin
 //     of its own clock deletes it, conditional on that revision, and tries again. The
 //     server should have removed it by then; after a leader election of the bucket's
@@ -310,9 +312,18 @@ func (l *KVLocker) breakStale(ctx context.Context, kv jetstream.KeyValue, key st
 // waitFree watches the key until it is deleted, expires, or is found absent; it returns
 // the holder it saw, and records the entry's revision in seen.
 func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key string, seen *seenRevision) (*Holder, error) {
-	w, err := kv.Watch(ctx, key, jetstream.IncludeHistory())
+	// A watch is a consumer of the bucket's stream, which the meta leader places: while
+	// the stream or the meta group elects a leader, its create can go unanswered for many
+	// seconds (on the stack, after the bucket's leader was killed, for a whole 11 s
+	// wait). Its create is bounded by TTL, and a waiter that cannot watch reads instead.
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.TTL)
+	defer cancel()
+	w, err := kv.Watch(cctx, key, jetstream.IncludeHistory())
 	if err != nil {
-		return nil, fmt.Errorf("%w: watch lock %s: %w", ErrNoSession, key, err)
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: watch lock %s: %w", ErrNoSession, key, err)
+		}
+		return l.readFree(ctx, kv, key, seen, err)
 	}
 	defer func() { _ = w.Stop() }()
 	var holder *Holder
@@ -347,6 +358,34 @@ func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key stri
 			return holder, context.Cause(ctx)
 		}
 	}
+}
+
+// readFree is waitFree without a watch, whose create failed (werr): it reads the entry
+// from the bucket's stream leader, records its revision in seen, and waits until the entry
+// can have expired, at most a second, before the next create.
+func (l *KVLocker) readFree(ctx context.Context, kv jetstream.KeyValue, key string, seen *seenRevision, werr error) (*Holder, error) {
+	l.logger.Debug("lock watch not created; reading the entry instead", zap.String("cluster", key), zap.Error(werr))
+	var holder *Holder
+	wait := time.Second
+	rctx, cancel := context.WithTimeout(ctx, l.cfg.TTL)
+	e, err := kv.Get(rctx, key) // a leader read (kvbucket.Bucket.Latest)
+	cancel()
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		*seen = seenRevision{}
+		return nil, nil // released, broken, or expired
+	case err != nil:
+		l.logger.Debug("lock entry not read either; trying the create again", zap.String("cluster", key), zap.Error(err))
+	default:
+		h := parseKVHolder(e.Value())
+		holder = &h
+		seen.see(e.Revision())
+		wait = min(wait, max(time.Until(e.Created().Add(l.cfg.TTL))+200*time.Millisecond, 200*time.Millisecond))
+	}
+	if err := sleepCtx(ctx, wait); err != nil {
+		return holder, err
+	}
+	return holder, nil
 }
 
 func (l *KVLocker) explain(ctx context.Context, start time.Time, holder *Holder, err error) error {

@@ -1,6 +1,7 @@
 package locks
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -68,4 +69,52 @@ func TestBreakStaleOnlyAtTheRevisionSeen(t *testing.T) {
 		t.Fatalf("acquire after the stale entry was deleted: %v", err)
 	}
 	_ = h.Release(t.Context())
+}
+
+// noWatch is a bucket whose watches cannot be created, as while the bucket's stream or
+// the meta group elects a leader.
+type noWatch struct{ jetstream.KeyValue }
+
+func (noWatch) Watch(context.Context, string, ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	return nil, context.DeadlineExceeded
+}
+
+// A waiter that cannot watch the entry reads it instead: it learns the holder and the
+// revision (so a stale entry can still be broken) and comes back for another create
+// within a second; an absent entry sends it back at once; it never fails the wait.
+func TestWaitFreeWithoutAWatch(t *testing.T) {
+	js := testenv.InProcessJetStream(t)
+	l, err := NewKV(js, KVConfig{Bucket: "LOCKS", Worker: "waiter", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := l.bucket(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen seenRevision
+	if h, err := l.waitFree(t.Context(), noWatch{kv}, "c1", &seen); h != nil || err != nil || seen.rev != 0 {
+		t.Fatalf("no entry: holder %v, %v, seen %+v; want back at once with nothing seen", h, err, seen)
+	}
+	rev, err := kv.Create(t.Context(), "c1", []byte(`{"worker":"holder","event":"ev-h"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	h, err := l.waitFree(t.Context(), noWatch{kv}, "c1", &seen)
+	if err != nil || h == nil || h.Worker != "holder" || seen.rev != rev {
+		t.Fatalf("an entry held: holder %+v, %v, seen %+v; want the holder and revision %d", h, err, seen, rev)
+	}
+	if waited := time.Since(start); waited > 3*time.Second {
+		t.Errorf("waited %s without a watch; want about a second before the next create", waited)
+	}
+	first := seen.at
+	if _, err := l.waitFree(t.Context(), noWatch{kv}, "c1", &seen); err != nil || seen.at != first {
+		t.Fatalf("the same revision read again: %v, seen %+v; want it first seen at %v", err, seen, first)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if h, err := l.waitFree(ctx, noWatch{kv}, "c1", &seen); !errors.Is(err, context.DeadlineExceeded) || h == nil {
+		t.Fatalf("the wait ran out: holder %v, %v; want the holder and the deadline", h, err)
+	}
 }
