@@ -2,6 +2,7 @@ package stack
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -104,8 +105,71 @@ func FourLetterWord(ctx context.Context, addr, cmd string) (string, error) {
 }
 
 // natsHealthy asks a node of the NATS cluster for /healthz: ok once it serves clients and
-// its JetStream is current with the cluster (a meta leader known, its streams caught up).
-func natsHealthy(ctx context.Context, n NATSNode) error { return httpOK(ctx, n.MonitorURL+"/healthz") }
+// its JetStream is current with the cluster (its streams caught up). That is not yet
+// serving: /healthz also passes a replica that knows no leader of its stream, and after
+// the whole cluster restarted a stream it hosts could go unanswered for seconds more
+// (CI, TestOutagesLoseNoEvent). So the node must also know the meta leader and a leader
+// of every stream and consumer it hosts.
+func natsHealthy(ctx context.Context, n NATSNode) error {
+	if err := httpOK(ctx, n.MonitorURL+"/healthz"); err != nil {
+		return err
+	}
+	return natsLed(ctx, n)
+}
+
+// natsLed reads the node's /jsz and fails unless it knows the meta leader and a leader of
+// every stream and consumer it hosts.
+func natsLed(ctx context.Context, n NATSNode) error {
+	url := n.MonitorURL + "/jsz?accounts=true&streams=true&consumers=true"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	type cluster struct {
+		Leader string `json:"leader"`
+	}
+	var jsz struct {
+		Meta     *cluster `json:"meta_cluster"`
+		Accounts []struct {
+			Name    string `json:"name"`
+			Streams []struct {
+				Name      string   `json:"name"`
+				Cluster   *cluster `json:"cluster"`
+				Consumers []struct {
+					Name    string   `json:"name"`
+					Cluster *cluster `json:"cluster"`
+				} `json:"consumer_detail"`
+			} `json:"stream_detail"`
+		} `json:"account_details"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
+	}
+	if jsz.Meta == nil || jsz.Meta.Leader == "" {
+		return fmt.Errorf("%s knows no JetStream meta leader yet", n.Name)
+	}
+	for _, a := range jsz.Accounts {
+		for _, st := range a.Streams {
+			if st.Cluster != nil && st.Cluster.Leader == "" {
+				return fmt.Errorf("%s knows no leader of stream %s (account %s) yet", n.Name, st.Name, a.Name)
+			}
+			for _, c := range st.Consumers {
+				if c.Cluster != nil && c.Cluster.Leader == "" {
+					return fmt.Errorf("%s knows no leader of consumer %s of stream %s (account %s) yet", n.Name, c.Name, st.Name, a.Name)
+				}
+			}
+		}
+	}
+	return nil
+}
 
 // httpOK expects 200 from a GET of url.
 func httpOK(ctx context.Context, url string) error {
