@@ -316,9 +316,18 @@ func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key stri
 	// the stream or the meta group elects a leader, its create can go unanswered for many
 	// seconds (on the stack, after the bucket's leader was killed, for a whole 11 s
 	// wait). Its create is bounded by TTL, and a waiter that cannot watch reads instead.
-	cctx, cancel := context.WithTimeout(ctx, l.cfg.TTL)
+	// The bound cancels the watch's context, which is also the watch's life (nats.go
+	// unsubscribes when it ends), so it is disarmed once the watch is made.
+	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := kv.Watch(cctx, key, jetstream.IncludeHistory())
+	bound := time.AfterFunc(l.cfg.TTL, cancel)
+	w, err := kv.Watch(wctx, key, jetstream.IncludeHistory())
+	if !bound.Stop() {
+		if err == nil {
+			_ = w.Stop()
+			err = fmt.Errorf("not made within %s", l.cfg.TTL)
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: watch lock %s: %w", ErrNoSession, key, err)
