@@ -322,11 +322,9 @@ func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key stri
 	defer cancel()
 	bound := time.AfterFunc(l.cfg.TTL, cancel)
 	w, err := kv.Watch(wctx, key, jetstream.IncludeHistory())
-	if !bound.Stop() {
-		if err == nil {
-			_ = w.Stop()
-			err = fmt.Errorf("not made within %s", l.cfg.TTL)
-		}
+	if !bound.Stop() && err == nil {
+		_ = w.Stop()
+		err = fmt.Errorf("not made within %s", l.cfg.TTL)
 	}
 	if err != nil {
 		if ctx.Err() != nil {
@@ -351,15 +349,8 @@ func (l *KVLocker) waitFree(ctx context.Context, kv jetstream.KeyValue, key stri
 				*seen = seenRevision{}
 				return holder, nil // released, broken, or expired (limit marker)
 			}
-			h := parseKVHolder(e.Value())
-			holder = &h
-			seen.see(e.Revision())
-			// The entry expires TTL after the server stored it, unless renewed (a renewal
-			// is another put, which sets the timer again).
-			wait := time.Until(e.Created().Add(l.cfg.TTL)) + 200*time.Millisecond
-			if wait < 200*time.Millisecond {
-				wait = 200 * time.Millisecond
-			}
+			var wait time.Duration
+			holder, wait = l.saw(e, seen)
 			expiry.Reset(wait)
 		case <-expiry.C:
 			return holder, nil // try again: the entry expired, or the create says who holds it
@@ -386,15 +377,20 @@ func (l *KVLocker) readFree(ctx context.Context, kv jetstream.KeyValue, key stri
 	case err != nil:
 		l.logger.Debug("lock entry not read either; trying the create again", zap.String("cluster", key), zap.Error(err))
 	default:
-		h := parseKVHolder(e.Value())
-		holder = &h
-		seen.see(e.Revision())
-		wait = min(wait, max(time.Until(e.Created().Add(l.cfg.TTL))+200*time.Millisecond, 200*time.Millisecond))
+		var expires time.Duration
+		holder, expires = l.saw(e, seen)
+		wait = min(wait, expires)
 	}
-	if err := sleepCtx(ctx, wait); err != nil {
-		return holder, err
-	}
-	return holder, nil
+	return holder, sleepCtx(ctx, wait)
+}
+
+// saw records a put of the lock entry a waiter saw: its revision in seen. It returns the
+// holder the entry names and how long to wait until it can have expired: TTL after the
+// server stored it, unless renewed (a renewal is another put), and at least 200ms.
+func (l *KVLocker) saw(e jetstream.KeyValueEntry, seen *seenRevision) (*Holder, time.Duration) {
+	h := parseKVHolder(e.Value())
+	seen.see(e.Revision())
+	return &h, max(time.Until(e.Created().Add(l.cfg.TTL))+200*time.Millisecond, 200*time.Millisecond)
 }
 
 func (l *KVLocker) explain(ctx context.Context, start time.Time, holder *Holder, err error) error {

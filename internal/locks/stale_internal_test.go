@@ -35,9 +35,9 @@ func TestSeenRevision(t *testing.T) {
 	}
 }
 
-// A waiter deletes a stale entry only at the revision it saw: an entry renewed since is
-// its holder's and stays.
-func TestBreakStaleOnlyAtTheRevisionSeen(t *testing.T) {
+// waiterOnBucket is a locker (worker "waiter", TTL a minute) on a bucket of an in-process
+// JetStream, and the bucket.
+func waiterOnBucket(t *testing.T) (*KVLocker, jetstream.KeyValue) {
 	js := testenv.InProcessJetStream(t)
 	l, err := NewKV(js, KVConfig{Bucket: "LOCKS", Worker: "waiter", TTL: time.Minute})
 	if err != nil {
@@ -47,6 +47,13 @@ func TestBreakStaleOnlyAtTheRevisionSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return l, kv
+}
+
+// A waiter deletes a stale entry only at the revision it saw: an entry renewed since is
+// its holder's and stays.
+func TestBreakStaleOnlyAtTheRevisionSeen(t *testing.T) {
+	l, kv := waiterOnBucket(t)
 	r1, err := kv.Create(t.Context(), "c1", []byte(`{"worker":"holder"}`))
 	if err != nil {
 		t.Fatal(err)
@@ -83,15 +90,7 @@ func (noWatch) Watch(context.Context, string, ...jetstream.WatchOpt) (jetstream.
 // revision (so a stale entry can still be broken) and comes back for another create
 // within a second; an absent entry sends it back at once; it never fails the wait.
 func TestWaitFreeWithoutAWatch(t *testing.T) {
-	js := testenv.InProcessJetStream(t)
-	l, err := NewKV(js, KVConfig{Bucket: "LOCKS", Worker: "waiter", TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv, err := l.bucket(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, kv := waiterOnBucket(t)
 	var seen seenRevision
 	if h, err := l.waitFree(t.Context(), noWatch{kv}, "c1", &seen); h != nil || err != nil || seen.rev != 0 {
 		t.Fatalf("no entry: holder %v, %v, seen %+v; want back at once with nothing seen", h, err, seen)
