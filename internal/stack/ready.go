@@ -120,19 +120,6 @@ func natsHealthy(ctx context.Context, n NATSNode) error {
 // natsLed reads the node's /jsz and fails unless it knows the meta leader and a leader of
 // every stream and consumer it hosts.
 func natsLed(ctx context.Context, n NATSNode) error {
-	url := n.MonitorURL + "/jsz?accounts=true&streams=true&consumers=true"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
 	type cluster struct {
 		Leader string `json:"leader"`
 	}
@@ -150,8 +137,8 @@ func natsLed(ctx context.Context, n NATSNode) error {
 			} `json:"stream_detail"`
 		} `json:"account_details"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&jsz); err != nil {
-		return fmt.Errorf("%s: %w", url, err)
+	if err := getOK(ctx, n.MonitorURL+"/jsz?accounts=true&streams=true&consumers=true", &jsz); err != nil {
+		return err
 	}
 	if jsz.Meta == nil || jsz.Meta.Leader == "" {
 		return fmt.Errorf("%s knows no JetStream meta leader yet", n.Name)
@@ -172,7 +159,10 @@ func natsLed(ctx context.Context, n NATSNode) error {
 }
 
 // httpOK expects 200 from a GET of url.
-func httpOK(ctx context.Context, url string) error {
+func httpOK(ctx context.Context, url string) error { return getOK(ctx, url, nil) }
+
+// getOK expects 200 from a GET of url and decodes the body's JSON into into, unless nil.
+func getOK(ctx context.Context, url string, into any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
@@ -182,9 +172,15 @@ func httpOK(ctx context.Context, url string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		return fmt.Errorf("%s: %s: %s", url, resp.Status, body)
+	}
+	if into == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("%s: %w", url, err)
 	}
 	return nil
 }
