@@ -524,15 +524,22 @@ func (h *KVHeld) Release(ctx context.Context) error {
 			err = h.kv.Delete(ctx, h.cluster, jetstream.LastRevision(e.Revision()))
 		}
 	}
+	// stopped_at: when the holder stopped counting on the lock, before the entry went. It
+	// is logged whatever became of the entry: a holder whose delete failed stopped all
+	// the same (fault tests read each holder's window from these lines).
+	released := func(entry string) {
+		h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.AcquiredAt)),
+			zap.String("stopped_at", stopped.UTC().Format(time.RFC3339Nano)), zap.String("entry", entry))
+	}
 	switch {
 	case err == nil:
-		// stopped_at: when the holder stopped counting on the lock, before the entry went.
-		h.logger.Info("lock released", zap.Duration("held", time.Since(h.info.AcquiredAt)), zap.String("stopped_at", stopped.UTC().Format(time.RFC3339Nano)))
+		released("deleted")
 		return nil
 	case errors.Is(err, jetstream.ErrKeyRevisionMismatch), errors.Is(err, jetstream.ErrKeyNotFound):
-		return nil // expired or taken over meanwhile: nothing of ours is left
+		released("expired or taken over meanwhile") // nothing of ours is left
+		return nil
 	default:
-		// The entry expires by itself within the TTL.
+		released("not deleted: it expires within " + h.l.cfg.TTL.String())
 		return mark(fmt.Errorf("%w: release lock of cluster %s (it expires within %s): %w", ErrNoSession, h.cluster, h.l.cfg.TTL, err))
 	}
 }
