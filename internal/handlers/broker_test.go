@@ -520,7 +520,7 @@ func TestBrokerDrainTimeoutGivesLeadershipBack(t *testing.T) {
 		return nil
 	})
 	if len(res.Changes) > 0 {
-		t.Errorf("a drain rolled back lists changes: %+v", res.Changes)
+		t.Errorf("a drain rolled back lists changes: %+v (error %q)", res.Changes, res.Error)
 	}
 	if th := env.BrokerThrottles(t, "local", cl); len(th) > 0 {
 		t.Errorf("broker throttles left: %v", th)

@@ -314,6 +314,7 @@ func (o *reorderOp) Rollback(ctx context.Context, r *operation.Run) (string, err
 		return strings.Join(done, "; "), transient(err)
 	}
 	back := unelected(e.Changes, snap.Partition)
+	var undone map[model.TopicPartition]bool // put back here: the read waits for them
 	switch {
 	case len(back) == 0:
 	case o.strategy == kafka.StrategyZKNudge:
@@ -327,8 +328,12 @@ func (o *reorderOp) Rollback(ctx context.Context, r *operation.Run) (string, err
 			return strings.Join(done, "; "), fmt.Errorf("put the replica order back: %w", err)
 		}
 		done = append(done, fmt.Sprintf("replica order put back on %d partitions whose election had not taken effect", len(back)))
+		undone = make(map[model.TopicPartition]bool, len(back))
+		for tp := range back {
+			undone[tp] = true
+		}
 	}
-	now, err := observe(ctx, o.rd(r), e.Changes, 0, allOf(e.Changes), true)
+	now, err := observeUndone(ctx, o.rd(r), e.Changes, undone, o.h.cfg.VerifyTimeout, true)
 	if err != nil {
 		return strings.Join(done, "; "), err
 	}

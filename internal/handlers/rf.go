@@ -446,6 +446,11 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 	// clusters, their topic znodes, which the controller rewrites after it stops listing
 	// the copy): one that still shows the copy there is not settled either.
 	deadline := time.Now().Add(t.h.cfg.VerifyTimeout)
+	if dl, ok := ctx.Deadline(); ok { // a rollback's: the throttles' and the result's writes come after
+		if half := time.Now().Add(time.Until(dl) / 2); half.Before(deadline) {
+			deadline = half
+		}
+	}
 	for i := 0; ; i++ {
 		n, err := t.reorderBack(ctx, r, planned, step)
 		if err == nil && n >= 0 {
@@ -487,6 +492,12 @@ func (t *rfTask) reorderBack(ctx context.Context, r *operation.Run, planned []pl
 		case !p.Reassigning() && slices.Equal(p.Replicas, step(ch)):
 			orders[ch.TopicPartition] = ch.ReplicasBefore
 			elect = append(elect, ch.TopicPartition)
+		case !p.Reassigning() && slices.Equal(p.Replicas, ch.ReplicasBefore) && p.Leader != ch.LeaderBefore:
+			// Its order is back (an earlier attempt put it back, and its election did not
+			// take effect): only the election is left.
+			elect = append(elect, ch.TopicPartition)
+		case !p.Reassigning() && slices.Equal(p.Replicas, ch.ReplicasBefore):
+			// As before the event: never shed, or given back already.
 		case !p.Reassigning() && slices.Equal(p.Replicas, ch.ReplicasAfter):
 		default:
 			if len(anyway) == 0 {
@@ -494,20 +505,33 @@ func (t *rfTask) reorderBack(ctx context.Context, r *operation.Run, planned []pl
 			}
 		}
 	}
-	if len(orders) == 0 {
+	if len(elect) == 0 {
 		return 0, nil
 	}
 	be, err := t.backend(r)
 	if err != nil {
 		return 0, err
 	}
-	if err := be.Reorder(ctx, orders); err != nil {
-		return 0, fmt.Errorf("put back the replica order of %d partitions: %w", len(orders), err)
+	if len(orders) > 0 {
+		if err := be.Reorder(ctx, orders); err != nil {
+			return 0, fmt.Errorf("put back the replica order of %d partitions: %w", len(orders), err)
+		}
 	}
-	if _, err := be.ElectPreferred(ctx, elect); err != nil {
-		return len(orders), fmt.Errorf("elect broker %d again in %d partitions: %w", t.drained, len(elect), err)
+	failed, err := be.ElectPreferred(ctx, elect)
+	if err != nil {
+		return 0, fmt.Errorf("elect broker %d again in %d partitions: %w", t.drained, len(elect), err)
 	}
-	return len(orders), nil
+	// Counted: the partitions whose election took effect. One that did not keeps its
+	// order back, led by another replica (the result's changes show it).
+	n := 0
+	for tp, e := range failed {
+		if e != nil {
+			t.log.Warn("leadership not given back to the drained broker", zap.Stringer("partition", tp), zap.Error(e))
+			continue
+		}
+		n++
+	}
+	return n, nil
 }
 
 // elect elects the planned preferred leaders that do not lead yet (their replicas are in
@@ -691,15 +715,14 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 		}
 		parts = append(parts, fmt.Sprintf("cancelled %d unfinished reassignments (%s)", len(st.running), strings.Join(tpsOf(st.running), ", ")))
 	}
+	// The throttles go back before the leadership: nothing needs them once the copies are
+	// cancelled, and an election that does not end in time must not keep them on.
+	rerr := t.restore(ctx, r)
 	if n, err := t.unshed(ctx, r); err != nil {
-		// The throttles go back all the same: nothing needs them once the copies are
-		// cancelled, and the next holder would only restore them later.
-		if rerr := t.restore(ctx, r); rerr != nil {
-			err = errors.Join(err, rerr)
-		} else {
+		if rerr == nil {
 			parts = append(parts, "throttles restored")
 		}
-		return strings.Join(parts, "; "), err
+		return strings.Join(parts, "; "), errors.Join(err, rerr)
 	} else if n > 0 {
 		parts = append(parts, fmt.Sprintf("the leadership of %d partitions given back to broker %d", n, t.drained))
 	}
@@ -707,10 +730,13 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 	if gone := len(st.skips); gone > 0 {
 		parts = append(parts, fmt.Sprintf("%d skipped (%s)", gone, st.skips[0].Reason))
 	}
-	if err := t.restore(ctx, r); err != nil {
-		return strings.Join(parts, "; "), err
+	if rerr != nil {
+		return strings.Join(parts, "; "), rerr
 	}
-	now, err := observe(ctx, t.rd(r), e.Changes, 0, allOf(e.Changes), t.leaders)
+	// The copies cancelled and those never started are back as before the event (a
+	// leadership not given back is waited for only as long as observeUndone waits, and
+	// listed as a change).
+	now, err := observeUndone(ctx, t.rd(r), e.Changes, allOf(st.pending()), t.h.cfg.VerifyTimeout, t.leaders)
 	if err != nil {
 		return strings.Join(parts, "; "), err
 	}

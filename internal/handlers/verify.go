@@ -213,6 +213,28 @@ func observe(ctx context.Context, rd snapshotReader, planned []plan.Change, time
 	}
 }
 
+// observeUndone reads the planned partitions after a rollback until those in back show
+// their replicas before the event (and their leader before, with leaders), no longer
+// reassigning, or until wait passes, and returns the last read. A rollback's own writes
+// return once one broker shows them, and the next read may come from another whose
+// metadata lags: read once, it would list as left a change just undone. The wait takes at
+// most half the time ctx has left: the rollback's journal write and result come after it.
+func observeUndone(ctx context.Context, rd snapshotReader, planned []plan.Change, back map[model.TopicPartition]bool, wait time.Duration, leaders bool) (map[model.TopicPartition]model.Partition, error) {
+	undone := make([]plan.Change, len(planned))
+	skip := make(map[model.TopicPartition]bool, len(planned))
+	for i, ch := range planned {
+		undone[i] = ch
+		undone[i].ReplicasAfter, undone[i].LeaderAfter = ch.ReplicasBefore, ch.LeaderBefore
+		if !back[ch.TopicPartition] {
+			skip[ch.TopicPartition] = true
+		}
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(dl)/2)
+	}
+	return observe(ctx, rd, undone, wait, skip, leaders)
+}
+
 // shows reports whether p is as ch planned (its replicas, and its leader when leaders).
 func shows(p model.Partition, ch plan.Change, leaders bool) bool {
 	return slices.Equal(p.Replicas, ch.ReplicasAfter) && !p.Reassigning() && (!leaders || p.Leader == ch.LeaderAfter)
