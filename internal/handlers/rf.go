@@ -440,17 +440,13 @@ func (t *rfTask) unshed(ctx context.Context, r *operation.Run) (int, error) {
 	}
 	// A cancelled copy may still show as reassigning for a moment after the cancel, or, read
 	// from a broker whose metadata lags the controller's, with the replica set of the copy
-	// although the controller lists it no more: wait (up to the verify timeout) until each
-	// shows where it settled, its step's order (cancelled) or its target (finished), so
-	// that its order is put back. The reorder reads the partitions again (on ZooKeeper
-	// clusters, their topic znodes, which the controller rewrites after it stops listing
-	// the copy): one that still shows the copy there is not settled either.
-	deadline := time.Now().Add(t.h.cfg.VerifyTimeout)
-	if dl, ok := ctx.Deadline(); ok { // a rollback's: the throttles' and the result's writes come after
-		if half := time.Now().Add(time.Until(dl) / 2); half.Before(deadline) {
-			deadline = half
-		}
-	}
+	// although the controller lists it no more: wait (up to the verify timeout, at most half
+	// the time the rollback has left) until each shows where it settled, its step's order
+	// (cancelled) or its target (finished), so that its order is put back. The reorder
+	// reads the partitions again (on ZooKeeper clusters, their topic znodes, which the
+	// controller rewrites after it stops listing the copy): one that still shows the copy
+	// there is not settled either.
+	deadline := time.Now().Add(halfLeft(ctx, t.h.cfg.VerifyTimeout))
 	for i := 0; ; i++ {
 		n, err := t.reorderBack(ctx, r, planned, step)
 		if err == nil && n >= 0 {
@@ -702,7 +698,7 @@ func (t *rfTask) Rollback(ctx context.Context, r *operation.Run) (string, error)
 		if err := r.Op.Save(ctx); err != nil {
 			return strings.Join(parts, "; "), err
 		}
-		changes, err := report(ctx, t.rd(r), st.done, t.leaders)
+		changes, err := report(ctx, t.rd(r), st.done, t.h.cfg.VerifyTimeout, t.leaders)
 		if err != nil {
 			return strings.Join(parts, "; "), err
 		}

@@ -229,10 +229,16 @@ func observeUndone(ctx context.Context, rd snapshotReader, planned []plan.Change
 			skip[ch.TopicPartition] = true
 		}
 	}
+	return observe(ctx, rd, undone, halfLeft(ctx, wait), skip, leaders)
+}
+
+// halfLeft is wait, or half the time ctx has left if less: what a rollback waits for a
+// read, its journal write and result still to come.
+func halfLeft(ctx context.Context, wait time.Duration) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(dl)/2)
+		return min(wait, time.Until(dl)/2)
 	}
-	return observe(ctx, rd, undone, wait, skip, leaders)
+	return wait
 }
 
 // shows reports whether p is as ch planned (its replicas, and its leader when leaders).
@@ -256,13 +262,16 @@ func changedFrom(planned []plan.Change, now map[model.TopicPartition]model.Parti
 	return out
 }
 
-// report reads the planned partitions once and returns the changes they show.
-func report(ctx context.Context, rd snapshotReader, planned []plan.Change, leaders bool) ([]plan.Change, error) {
-	now, err := observe(ctx, rd, planned, 0, allOf(planned), leaders)
+// report returns the changes the partitions seen done show: it reads them until a read
+// shows their planned replicas (a broker whose metadata lags shows them as before, and
+// read once it would leave a change made out of the result), for at most wait and half
+// the time ctx has left.
+func report(ctx context.Context, rd snapshotReader, done []plan.Change, wait time.Duration, leaders bool) ([]plan.Change, error) {
+	now, err := observe(ctx, rd, done, halfLeft(ctx, wait), nil, false)
 	if err != nil {
 		return nil, err
 	}
-	return changedFrom(planned, now, leaders), nil
+	return changedFrom(done, now, leaders), nil
 }
 
 // leave records in the run's entry what the operation leaves on the partitions it

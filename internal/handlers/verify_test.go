@@ -34,7 +34,7 @@ func TestVerifyWithoutAFreshReadFails(t *testing.T) {
 	if err == nil || !retry.IsTransient(err) || now != nil {
 		t.Fatalf("observe of an unreachable cluster = %v, %v; want no partitions and a transient error", now, err)
 	}
-	changes, err := report(ctx, rd, planned, true)
+	changes, err := report(ctx, rd, planned, time.Second, true)
 	if err == nil || !retry.IsTransient(err) || changes != nil {
 		t.Fatalf("report of an unreachable cluster = %v, %v; want no changes and a transient error", changes, err)
 	}
