@@ -314,7 +314,7 @@ func (o *reorderOp) Rollback(ctx context.Context, r *operation.Run) (string, err
 		return strings.Join(done, "; "), transient(err)
 	}
 	back := unelected(e.Changes, snap.Partition)
-	var undone map[model.TopicPartition]bool // put back here: the read waits for them
+	var undone map[model.TopicPartition][]int32 // put back here: the read waits for them
 	switch {
 	case len(back) == 0:
 	case o.strategy == kafka.StrategyZKNudge:
@@ -328,10 +328,7 @@ func (o *reorderOp) Rollback(ctx context.Context, r *operation.Run) (string, err
 			return strings.Join(done, "; "), fmt.Errorf("put the replica order back: %w", err)
 		}
 		done = append(done, fmt.Sprintf("replica order put back on %d partitions whose election had not taken effect", len(back)))
-		undone = make(map[model.TopicPartition]bool, len(back))
-		for tp := range back {
-			undone[tp] = true
-		}
+		undone = back
 	}
 	now, err := observeUndone(ctx, o.rd(r), e.Changes, undone, o.h.cfg.VerifyTimeout, true)
 	if err != nil {

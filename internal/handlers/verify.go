@@ -213,19 +213,19 @@ func observe(ctx context.Context, rd snapshotReader, planned []plan.Change, time
 	}
 }
 
-// observeUndone reads the planned partitions after a rollback until those in back show
+// observeUndone reads the planned partitions after a rollback until those back lists show
 // their replicas before the event (and their leader before, with leaders), no longer
 // reassigning, or until wait passes, and returns the last read. A rollback's own writes
 // return once one broker shows them, and the next read may come from another whose
 // metadata lags: read once, it would list as left a change just undone. The wait takes at
 // most half the time ctx has left: the rollback's journal write and result come after it.
-func observeUndone(ctx context.Context, rd snapshotReader, planned []plan.Change, back map[model.TopicPartition]bool, wait time.Duration, leaders bool) (map[model.TopicPartition]model.Partition, error) {
+func observeUndone[V any](ctx context.Context, rd snapshotReader, planned []plan.Change, back map[model.TopicPartition]V, wait time.Duration, leaders bool) (map[model.TopicPartition]model.Partition, error) {
 	undone := make([]plan.Change, len(planned))
 	skip := make(map[model.TopicPartition]bool, len(planned))
 	for i, ch := range planned {
 		undone[i] = ch
 		undone[i].ReplicasAfter, undone[i].LeaderAfter = ch.ReplicasBefore, ch.LeaderBefore
-		if !back[ch.TopicPartition] {
+		if _, ok := back[ch.TopicPartition]; !ok {
 			skip[ch.TopicPartition] = true
 		}
 	}

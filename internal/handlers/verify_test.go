@@ -76,7 +76,11 @@ func TestObserveUndoneWaitsForWhatWasPutBack(t *testing.T) {
 			}
 			rd := &reads{script: tc.script}
 			start := time.Now()
-			now, err := observeUndone(ctx, rd, []plan.Change{ch}, map[model.TopicPartition]bool{tp: tc.back}, tc.wait, tc.leaders)
+			back := map[model.TopicPartition]bool{}
+			if tc.back {
+				back[tp] = true
+			}
+			now, err := observeUndone(ctx, rd, []plan.Change{ch}, back, tc.wait, tc.leaders)
 			if err != nil {
 				t.Fatal(err)
 			}
